@@ -1,0 +1,109 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+)
+
+// handlerFunc decodes a request's params and calls one method of conn.
+// release lets the read loop go on to the next message; it is called once
+// the request's ordered part is done (by default right after decoding).
+type handlerFunc func(c *conn, ctx context.Context, params []byte, release func()) (any, error)
+
+// methodTable maps each client-to-server request of PROTOCOL.md to its
+// protocol.Server method. Notifications (initialized, exit,
+// $/cancelRequest) are handled in conn.handleNotification.
+var methodTable = map[string]handlerFunc{}
+
+// ordered marks methods whose handler calls release itself, after the part
+// that must happen in wire order (for example queueing an execution).
+var ordered = map[string]bool{}
+
+func add[P, R any](method string, f func(*conn, context.Context, *P) (R, error)) {
+	methodTable[method] = func(c *conn, ctx context.Context, raw []byte, release func()) (any, error) {
+		p := new(P)
+		if err := decodeParams(raw, p); err != nil {
+			return nil, invalidParams(method, err)
+		}
+		if !ordered[method] {
+			release()
+		}
+		return f(c, ctx, p)
+	}
+}
+
+// addNoParams registers a method that takes no params (shutdown).
+func addNoParams(method string, f func(*conn, context.Context) error) {
+	methodTable[method] = func(c *conn, ctx context.Context, _ []byte, release func()) (any, error) {
+		release()
+		return nil, f(c, ctx)
+	}
+}
+
+func init() {
+	add(protocol.MethodInitialize, (*conn).Initialize)
+	addNoParams(protocol.MethodShutdown, (*conn).Shutdown)
+
+	add(protocol.MethodWorkspaceOpen, (*conn).WorkspaceOpen)
+	add(protocol.MethodWorkspaceList, (*conn).WorkspaceList)
+	add(protocol.MethodWorkspaceChanges, (*conn).WorkspaceChanges)
+	add(protocol.MethodWorkspaceDiff, (*conn).WorkspaceDiff)
+	add(protocol.MethodWorkspaceCommit, (*conn).WorkspaceCommit)
+	add(protocol.MethodWorkspaceDiscard, (*conn).WorkspaceDiscard)
+	add(protocol.MethodWorkspaceCheckpoint, (*conn).WorkspaceCheckpoint)
+	add(protocol.MethodWorkspaceCheckpoints, (*conn).WorkspaceCheckpoints)
+	add(protocol.MethodWorkspaceRestore, (*conn).WorkspaceRestore)
+	add(protocol.MethodWorkspaceDeleteCheckpoint, (*conn).WorkspaceDeleteCheckpoint)
+	add(protocol.MethodWorkspaceClose, (*conn).WorkspaceClose)
+
+	add(protocol.MethodFsRead, (*conn).FsRead)
+	add(protocol.MethodFsWrite, (*conn).FsWrite)
+	add(protocol.MethodFsList, (*conn).FsList)
+	add(protocol.MethodFsStat, (*conn).FsStat)
+	add(protocol.MethodFsDelete, (*conn).FsDelete)
+	add(protocol.MethodFsRename, (*conn).FsRename)
+	add(protocol.MethodFsMkdir, (*conn).FsMkdir)
+	add(protocol.MethodFsWatch, (*conn).FsWatch)
+	add(protocol.MethodFsUnwatch, (*conn).FsUnwatch)
+
+	add(protocol.MethodKernelStart, (*conn).KernelStart)
+	add(protocol.MethodKernelExecute, (*conn).KernelExecute)
+	add(protocol.MethodKernelInterrupt, (*conn).KernelInterrupt)
+	add(protocol.MethodKernelRestart, (*conn).KernelRestart)
+	add(protocol.MethodKernelShutdown, (*conn).KernelShutdown)
+	add(protocol.MethodKernelAttach, (*conn).KernelAttach)
+	add(protocol.MethodKernelDetach, (*conn).KernelDetach)
+	add(protocol.MethodKernelHistory, (*conn).KernelHistory)
+	add(protocol.MethodKernelList, (*conn).KernelList)
+	add(protocol.MethodKernelComplete, (*conn).KernelComplete)
+	add(protocol.MethodKernelInspect, (*conn).KernelInspect)
+	add(protocol.MethodKernelIsComplete, (*conn).KernelIsComplete)
+	add(protocol.MethodKernelVariables, (*conn).KernelVariables)
+
+	add(protocol.MethodPtyOpen, (*conn).PtyOpen)
+	add(protocol.MethodPtyWrite, (*conn).PtyWrite)
+	add(protocol.MethodPtyResize, (*conn).PtyResize)
+	add(protocol.MethodPtyAttach, (*conn).PtyAttach)
+	add(protocol.MethodPtyAck, (*conn).PtyAck)
+	add(protocol.MethodPtyClose, (*conn).PtyClose)
+
+	add(protocol.MethodDaemonStats, (*conn).DaemonStats)
+}
+
+// decodeParams decodes params into p. Absent or null params decode as {};
+// params must otherwise be an object (by-name), not an array.
+func decodeParams(raw []byte, p any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	if raw[0] != '{' {
+		return errParamsNotObject
+	}
+	return json.Unmarshal(raw, p)
+}
+
+var errParamsNotObject = protocol.Errorf(protocol.CodeInvalidParams, "params must be a JSON object (by-name params)")
