@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,8 +102,10 @@ func (c *conn) handle(libCtx context.Context, req *jsonrpc2.Request) (any, error
 		return nil, nil // a notification error would end the connection
 	}
 	start := time.Now()
-	method := req.Method()
-	result, err := c.call(libCtx, req)
+	// req.Method() borrows the transport's frame buffer until the request is
+	// released (see doc.go); keep an owned copy for after.
+	method := strings.Clone(req.Method())
+	result, err := c.call(libCtx, method, req)
 	var code protocol.ErrorCode
 	if err != nil {
 		werr := toJSONRPC(err)
@@ -120,8 +123,7 @@ func (c *conn) handle(libCtx context.Context, req *jsonrpc2.Request) (any, error
 	return result, err
 }
 
-func (c *conn) call(libCtx context.Context, req *jsonrpc2.Request) (result any, err error) {
-	method := req.Method()
+func (c *conn) call(libCtx context.Context, method string, req *jsonrpc2.Request) (result any, err error) {
 	h, ok := c.lookup(method)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeMethodNotFound, "unknown method %q", method)
