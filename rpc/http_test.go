@@ -101,7 +101,7 @@ func TestMetrics(t *testing.T) {
 	srv := startHTTP(t, Options{})
 	ws := dialWS(t, srv, nil)
 	wsCall(t, ws, 1, "initialize", map[string]any{"protocolVersion": 1})
-	wsCall(t, ws, 2, "evil/" + strings.Repeat("x", 50), nil)
+	wsCall(t, ws, 2, "evil/"+strings.Repeat("x", 50), nil)
 	_, body := get(t, srv.URL+"/metrics", http.Header{"Authorization": {"Bearer " + httpToken}})
 	for _, want := range []string{
 		`cellbox_rpc_requests_total{code="ok",method="initialize"} 1`,
@@ -264,8 +264,6 @@ func TestWebsocketQueryToken(t *testing.T) {
 		t.Fatalf("foreign origin upgrade: %v, want HTTP 403", err)
 	}
 }
-
-
 
 func grepLines(s, sub string) string {
 	var out []string

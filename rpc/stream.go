@@ -226,9 +226,9 @@ func jsonSyntaxError(b []byte) string {
 
 // stdioTransport is LSP framing over a byte stream (stdio, or a pipe).
 type stdioTransport struct {
-	r   *bufio.Reader
-	w   io.Writer
-	c   io.Closer
+	r    *bufio.Reader
+	w    io.Writer
+	c    io.Closer
 	max  int
 	buf  []byte
 	wbuf []byte // only used under stream.wmu
