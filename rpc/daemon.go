@@ -134,13 +134,18 @@ func methodLabel(method string) string {
 	return "unknown"
 }
 
-// latencyRing keeps the durations of the most recent requests.
+// latencyRing keeps the durations of the most recent requests. Percentiles
+// are recomputed at most every latencyRefresh, so daemon/stats stays cheap.
 type latencyRing struct {
-	mu   sync.Mutex // guards the fields below
-	buf  [2048]time.Duration
-	next int
-	full bool
+	mu       sync.Mutex // guards the fields below
+	buf      [2048]time.Duration
+	next     int
+	full     bool
+	computed time.Time
+	p50, p99 float64
 }
+
+const latencyRefresh = 500 * time.Millisecond
 
 func (r *latencyRing) add(d time.Duration) {
 	r.mu.Lock()
@@ -154,6 +159,10 @@ func (r *latencyRing) add(d time.Duration) {
 
 func (r *latencyRing) percentiles() (p50, p99 float64) {
 	r.mu.Lock()
+	if time.Since(r.computed) < latencyRefresh {
+		defer r.mu.Unlock()
+		return r.p50, r.p99
+	}
 	n := r.next
 	if r.full {
 		n = len(r.buf)
@@ -168,7 +177,11 @@ func (r *latencyRing) percentiles() (p50, p99 float64) {
 		i := int(q * float64(len(s)-1))
 		return float64(s[i].Microseconds()) / 1000
 	}
-	return at(0.50), at(0.99)
+	p50, p99 = at(0.50), at(0.99)
+	r.mu.Lock()
+	r.p50, r.p99, r.computed = p50, p99, time.Now()
+	r.mu.Unlock()
+	return p50, p99
 }
 
 type metrics struct {
@@ -210,15 +223,26 @@ func newMetrics(d *Daemon) *metrics {
 	return m
 }
 
-// residentBytes is the daemon's RSS, read from /proc/self/statm.
+// residentBytes is the daemon's RSS, read from /proc/self/statm through
+// a descriptor kept open, so daemon/stats costs one pread.
 func residentBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
+	statm.once.Do(func() { statm.f, _ = os.Open("/proc/self/statm") })
+	if statm.f == nil {
+		return 0
+	}
+	var buf [128]byte
+	n, err := statm.f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
 		return 0
 	}
 	var size, rss int64
-	if _, err := fmt.Sscan(string(b), &size, &rss); err != nil {
+	if _, err := fmt.Sscan(string(buf[:n]), &size, &rss); err != nil {
 		return 0
 	}
 	return rss * int64(os.Getpagesize())
+}
+
+var statm struct {
+	once sync.Once
+	f    *os.File
 }

@@ -45,7 +45,7 @@ type note struct {
 	Params json.RawMessage
 }
 
-func startInProc(t *testing.T, opts Options) *testClient {
+func startInProc(t testing.TB, opts Options) *testClient {
 	t.Helper()
 	opts.TestHooks = true
 	d := New(opts)

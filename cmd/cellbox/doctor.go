@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/kernel"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
+)
+
+// doctorReport is what `cellbox doctor` found; --json prints it.
+type doctorReport struct {
+	OK          bool              `json:"ok"`
+	Verdict     string            `json:"verdict"`
+	Problems    []string          `json:"problems,omitempty"` // what makes OK false
+	Warnings    []string          `json:"warnings,omitempty"` // missing extras
+	Sandbox     doctorSandbox     `json:"sandbox"`
+	Langs       []kernel.Language `json:"languages"`
+	LangsTookMs float64           `json:"languagesTookMs"`
+	StateDir    doctorStateDir    `json:"stateDir"`
+}
+
+type doctorSandbox struct {
+	Layers      []doctorLayer `json:"layers"`
+	LandlockABI int           `json:"landlockABI,omitempty"`
+	TookMs      float64       `json:"tookMs"`
+}
+
+type doctorLayer struct {
+	sandbox.Layer
+	// Need is "required" (the default sandbox mode cannot start without
+	// it), "extra" (used when available) or "info" (reported only).
+	Need string `json:"need"`
+}
+
+type doctorStateDir struct {
+	Path       string `json:"path"`
+	Exists     bool   `json:"exists"`
+	Writable   bool   `json:"writable"`
+	Filesystem string `json:"filesystem,omitempty"`
+	// OverlayUpper: the filesystem can hold overlay upper layers.
+	OverlayUpper bool   `json:"overlayUpper"`
+	Note         string `json:"note,omitempty"`
+}
+
+// doctorExtras are the layers used when available; every other layer
+// that is not required is reported only.
+var doctorExtras = []string{sandbox.LayerLandlock, sandbox.LayerCgroups}
+
+// runDoctor is `cellbox doctor`: what this host can provide, what is
+// missing and what to do about it. It exits 1 when something the defaults
+// need is missing (a required sandbox layer, every language, a usable
+// state dir), 0 otherwise, 2 on bad usage.
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fset := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	asJSON := fset.Bool("json", false, "print the report as JSON")
+	stateDir := fset.String("state-dir", defaultStateDir(), "the state `DIR` whose filesystem will hold workspaces")
+	if err := parseFlags(fset, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "cellbox doctor: %v\n", err)
+		return 2
+	}
+	if abs, err := filepath.Abs(*stateDir); err == nil {
+		*stateDir = abs
+	}
+
+	rep := diagnose(ctx, *stateDir)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "cellbox doctor: %v\n", err)
+			return 1
+		}
+	} else {
+		printDoctor(stdout, rep)
+	}
+	if !rep.OK {
+		return 1
+	}
+	return 0
+}
+
+// diagnose probes the sandbox layers, then the languages (one after the
+// other, so that the probe's timing is its own), and checks the state dir.
+func diagnose(ctx context.Context, stateDir string) doctorReport {
+	probe := sandbox.Probe(ctx, sandbox.ProbeOptions{StateDir: stateDir})
+	langStart := time.Now()
+	langs := kernel.DetectLanguages(ctx)
+	langTook := time.Since(langStart)
+
+	rep := doctorReport{
+		Sandbox:     doctorSandbox{LandlockABI: probe.LandlockABI, TookMs: float64(probe.Took.Microseconds()) / 1000},
+		Langs:       langs,
+		LangsTookMs: float64(langTook.Microseconds()) / 1000,
+	}
+	required := sandbox.DefaultRequired()
+	for _, l := range probe.Layers {
+		need := "info"
+		switch {
+		case slices.Contains(required, l.Name):
+			need = "required"
+		case slices.Contains(doctorExtras, l.Name):
+			need = "extra"
+		}
+		rep.Sandbox.Layers = append(rep.Sandbox.Layers, doctorLayer{Layer: l, Need: need})
+		switch {
+		case l.Available:
+		case need == "required":
+			rep.Problems = append(rep.Problems, fmt.Sprintf("sandbox layer %s is missing: %s", l.Name, l.Reason))
+		case need == "extra":
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s is missing (%s)", l.Name, extraEffect(l.Name)))
+		}
+	}
+
+	var avail, missing []string
+	for _, l := range langs {
+		if l.Available {
+			avail = append(avail, l.ID)
+		} else {
+			missing = append(missing, l.ID)
+		}
+	}
+	switch {
+	case len(avail) == 0:
+		rep.Problems = append(rep.Problems, "no language is available: install python3, node or bash")
+	case len(missing) > 0:
+		rep.Warnings = append(rep.Warnings, "languages unavailable: "+strings.Join(missing, ", "))
+	}
+
+	rep.StateDir = checkStateDir(stateDir, probe)
+	if !rep.StateDir.Writable {
+		rep.Problems = append(rep.Problems, "the state dir "+stateDir+" is not writable: "+rep.StateDir.Note)
+	} else if !rep.StateDir.OverlayUpper {
+		rep.Problems = append(rep.Problems, "the state dir "+stateDir+" cannot hold overlay upper layers: "+rep.StateDir.Note)
+	}
+
+	rep.OK = len(rep.Problems) == 0
+	if rep.OK {
+		rep.Verdict = fmt.Sprintf("ready: sandboxed %s kernels can run with the default sandbox (\"required\")", strings.Join(avail, ", "))
+		if len(rep.Warnings) > 0 {
+			rep.Verdict += "; " + strings.Join(rep.Warnings, "; ")
+		}
+	} else {
+		rep.Verdict = fmt.Sprintf("NOT READY: %d problem(s) must be fixed first", len(rep.Problems))
+	}
+	return rep
+}
+
+// extraEffect says what a sandbox lacks without an extra layer.
+func extraEffect(layer string) string {
+	switch layer {
+	case sandbox.LayerLandlock:
+		return "sandboxes run without Landlock's file access rules"
+	case sandbox.LayerCgroups:
+		return "sandboxes run without memory and pids limits; rlimits still apply"
+	}
+	return "not used"
+}
+
+// checkStateDir says whether the state dir is (or can be made) writable and
+// whether its filesystem can hold overlay upper layers.
+func checkStateDir(dir string, probe sandbox.Report) doctorStateDir {
+	s := doctorStateDir{Path: dir}
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && !fi.IsDir():
+		s.Exists = true
+		s.Note = "it is not a directory"
+		return s
+	case err == nil:
+		s.Exists = true
+		f, err := os.CreateTemp(dir, ".doctor-")
+		if err != nil {
+			s.Note = err.Error()
+			return s
+		}
+		f.Close()
+		os.Remove(f.Name())
+		s.Writable = true
+		s.Filesystem, _ = sandbox.FilesystemType(dir)
+	case errors.Is(err, fs.ErrNotExist):
+		// It is created on first use: check its nearest existing parent.
+		parent := filepath.Dir(dir)
+		for {
+			if _, err := os.Stat(parent); err == nil || parent == filepath.Dir(parent) {
+				break
+			}
+			parent = filepath.Dir(parent)
+		}
+		f, err := os.CreateTemp(parent, ".cellbox-doctor-")
+		if err != nil {
+			s.Note = fmt.Sprintf("it does not exist and cannot be created in %s: %v", parent, err)
+			return s
+		}
+		f.Close()
+		os.Remove(f.Name())
+		s.Writable = true
+		s.Filesystem, _ = sandbox.FilesystemType(parent)
+		s.Note = fmt.Sprintf("does not exist yet; created on first use (%s is writable)", parent)
+	default:
+		s.Note = err.Error()
+		return s
+	}
+
+	overlay, _ := probe.Layer(sandbox.LayerOverlay)
+	switch {
+	case probe.ScratchDir == dir && overlay.Available:
+		s.OverlayUpper = true
+		s.Note = joinNote(s.Note, "overlay with an upper layer here works (probed)")
+	case probe.ScratchDir == dir:
+		s.Note = joinNote(s.Note, "overlay with an upper layer here failed: "+overlay.Reason)
+	case s.Filesystem == "overlay":
+		s.Note = joinNote(s.Note, "overlayfs cannot hold an overlay's upper layer; use --state-dir on another filesystem (in a container, a volume)")
+	case s.Filesystem != "" && s.Filesystem == probe.ScratchFS && overlay.Available:
+		s.OverlayUpper = true
+		s.Note = joinNote(s.Note, fmt.Sprintf("overlay upper layers work on %s (probed in %s, a filesystem of the same type)", s.Filesystem, probe.ScratchDir))
+	default:
+		s.OverlayUpper = true
+		s.Note = joinNote(s.Note, fmt.Sprintf("%s is not overlayfs, so it can hold upper layers (overlay itself was probed in %s)", orUnknown(s.Filesystem), probe.ScratchDir))
+	}
+	if s.Filesystem == "tmpfs" {
+		s.Note = joinNote(s.Note, "tmpfs loses workspaces and checkpoints on reboot")
+	}
+	return s
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "its filesystem"
+	}
+	return s
+}
+
+// printDoctor writes the report as tables for a person.
+func printDoctor(w io.Writer, rep doctorReport) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("cellbox doctor: cellbox %s on %s/%s, uid %d\n\n", cellboxVersion(), runtime.GOOS, runtime.GOARCH, os.Getuid())
+
+	p("Sandbox layers (probed in %.1f ms)\n", rep.Sandbox.TookMs)
+	p("  %-18s %-9s %-8s %s\n", "LAYER", "NEEDED", "STATUS", "DETAIL")
+	for _, l := range rep.Sandbox.Layers {
+		if l.Available {
+			p("  %-18s %-9s %-8s %s\n", l.Name, l.Need, "ok", l.Detail)
+			continue
+		}
+		status := "MISSING"
+		if l.Need == "info" {
+			status = "no"
+		}
+		p("  %-18s %-9s %s\n", l.Name, l.Need, status)
+		p("      why: %s\n", l.Reason)
+		if l.Fix != "" {
+			p("      fix: %s\n", l.Fix)
+		}
+	}
+
+	p("\nLanguages (detected in %.1f ms)\n", rep.LangsTookMs)
+	p("  %-11s %-8s %-9s %s\n", "LANGUAGE", "STATUS", "VERSION", "INTERPRETER")
+	for _, l := range rep.Langs {
+		if l.Available {
+			p("  %-11s %-8s %-9s %s\n", l.ID, "ok", l.Version, l.Path)
+		} else {
+			p("  %-11s %-8s %-9s %s\n", l.ID, "MISSING", "-", l.Reason)
+		}
+	}
+
+	s := rep.StateDir
+	p("\nState dir\n  %s\n", s.Path)
+	fsName := s.Filesystem
+	if fsName == "" {
+		fsName = "unknown"
+	}
+	p("      writable: %s, filesystem: %s, overlay upper layers: %s\n", yesNo(s.Writable), fsName, yesNo(s.OverlayUpper))
+	if s.Note != "" {
+		p("      %s\n", s.Note)
+	}
+
+	p("\n")
+	for _, prob := range rep.Problems {
+		p("problem: %s\n", prob)
+	}
+	p("Verdict: %s\n", rep.Verdict)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/rpc"
+)
+
+type serveConfig struct {
+	stdio           bool
+	listen          string
+	allowRemote     bool
+	token           string
+	allowOrigins    listFlag
+	maxMessageBytes int
+	maxInFlight     int
+	stateDir        string
+	logLevel        string
+	logFormat       string
+	testHooks       bool
+}
+
+func serveFlags(cfg *serveConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.BoolVar(&cfg.stdio, "stdio", false, "serve one client on stdin/stdout with LSP framing (stdout carries protocol bytes only)")
+	fs.StringVar(&cfg.listen, "listen", "", "serve websocket (`ADDR`/rpc) and HTTP on ADDR, e.g. 127.0.0.1:8765 (port 0 picks one)")
+	fs.BoolVar(&cfg.allowRemote, "allow-remote", false, "allow --listen on a non-loopback address (the token is still required)")
+	fs.StringVar(&cfg.token, "token", "", "the websocket/HTTP token (default: 192 random bits, printed once in the URL)")
+	fs.Var(&cfg.allowOrigins, "allow-origin", "an extra browser `ORIGIN` allowed to connect, e.g. http://localhost:5173 (repeatable, or comma-separated)")
+	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", rpc.DefaultMaxMessageBytes, "largest incoming JSON-RPC message in `BYTES`; a larger websocket message closes that connection, a larger stdio frame is skipped and answered -32600")
+	fs.IntVar(&cfg.maxInFlight, "max-in-flight", rpc.DefaultMaxInFlight, "concurrent requests per connection; more are answered -32012 with retryAfterMs")
+	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "`DIR` for workspaces, checkpoints, logs and (without $XDG_RUNTIME_DIR) the runtime file")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
+	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
+	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
+	return fs
+}
+
+func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var cfg serveConfig
+	fs := serveFlags(&cfg)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printServeHelp(stderr) }
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "cellbox serve: %v\n", err)
+		return 2
+	}
+	if cfg.stdio == (cfg.listen != "") {
+		fmt.Fprintln(stderr, "cellbox serve: give exactly one of --stdio or --listen ADDR")
+		return 2
+	}
+	log, err := newLogger(stderr, cfg.logLevel, cfg.logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "cellbox serve: %v\n", err)
+		return 2
+	}
+	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
+		log.Error("cannot create the state dir", "dir", cfg.stateDir, "err", err)
+		return 1
+	}
+	if cfg.listen != "" && cfg.token == "" {
+		b := make([]byte, 24)
+		if _, err := rand.Read(b); err != nil {
+			log.Error("cannot generate a token", "err", err)
+			return 1
+		}
+		cfg.token = hex.EncodeToString(b)
+	}
+	d := rpc.New(rpc.Options{
+		Version:         cellboxVersion(),
+		Logger:          log,
+		Capabilities:    hostCapabilities(cfg.stateDir, log),
+		MaxMessageBytes: cfg.maxMessageBytes,
+		MaxInFlight:     cfg.maxInFlight,
+		StateDir:        cfg.stateDir,
+		TestHooks:       cfg.testHooks,
+		Token:           cfg.token,
+		AllowOrigins:    cfg.allowOrigins,
+	})
+	if cfg.stdio {
+		log.Debug("serving on stdio")
+		return d.ServeStdio(ctx, stdin, stdout)
+	}
+	if err := serveListen(ctx, d, &cfg, log, stdout); err != nil {
+		log.Error("serve failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// serveListen is `serve --listen`: websocket + HTTP, the token printed once
+// as a URL and kept in the 0600 runtime file until a clean exit.
+func serveListen(ctx context.Context, d *rpc.Daemon, cfg *serveConfig, log *slog.Logger, stdout io.Writer) error {
+	if err := checkBind(cfg.listen, cfg.allowRemote); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
+	}
+	defer ln.Close()
+	token := cfg.token
+	addr := ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	url := fmt.Sprintf("http://%s/?token=%s", net.JoinHostPort(host, strconv.Itoa(addr.Port)), token)
+	rtDir := rpc.RuntimeDir(cfg.stateDir)
+	rtFile, err := rpc.WriteRuntimeFile(rtDir, rpc.RuntimeInfo{PID: os.Getpid(), URL: url, Token: token, StartedAt: time.Now()})
+	if err != nil {
+		return fmt.Errorf("write runtime file: %w", err)
+	}
+	defer os.Remove(rtFile)
+	log.Info("serving", "addr", ln.Addr().String(), "runtime_file", rtFile, "state_dir", cfg.stateDir)
+	fmt.Fprintf(stdout, "cellbox %s is serving; open or connect with:\n    %s\n", cellboxVersion(), url)
+	err = d.Serve(ctx, ln)
+	log.Info("stopped")
+	return err
+}
+
+// checkBind refuses a non-loopback address unless asked (PROTOCOL.md §1).
+func checkBind(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w (want HOST:PORT, e.g. 127.0.0.1:8765)", addr, err)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--listen %q is not a loopback address; cellbox runs code for whoever holds the token, so binding %q needs --allow-remote", addr, host)
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}

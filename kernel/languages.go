@@ -1,0 +1,131 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// versionTimeout bounds each interpreter's `--version`.
+const versionTimeout = 2 * time.Second
+
+// Language is a kernel language and whether this host can run it.
+type Language struct {
+	ID             string   `json:"id"`
+	DisplayName    string   `json:"displayName"`
+	Version        string   `json:"version"`
+	Path           string   `json:"path,omitempty"`
+	FileExtensions []string `json:"fileExtensions"`
+	Available      bool     `json:"available"`
+	// Reason says why the language is unavailable, e.g.
+	// "python3 not found on PATH".
+	Reason string `json:"reason,omitempty"`
+}
+
+// languageSpec says how to find and identify one language's interpreter.
+type languageSpec struct {
+	id, displayName string
+	command         string
+	extensions      []string
+	version         *regexp.Regexp // first submatch is the version
+}
+
+// languageSpecs are the supported languages, in the order they are reported.
+var languageSpecs = []languageSpec{
+	{"python", "Python", "python3", []string{".py"}, regexp.MustCompile(`Python (\d+\.\d+(?:\.\d+)?\S*)`)},
+	{"javascript", "JavaScript (Node.js)", "node", []string{".js", ".mjs", ".cjs"}, regexp.MustCompile(`^v?(\d+\.\d+\.\d+\S*)`)},
+	{"bash", "Bash", "bash", []string{".sh", ".bash"}, regexp.MustCompile(`version (\d+\.\d+(?:\.\d+)?)`)},
+}
+
+// DetectLanguages looks up each language's interpreter on PATH and runs its
+// `--version` (all in parallel, each bounded by 2 s). A language whose
+// interpreter is missing or does not run is listed with Available false and
+// the reason.
+func DetectLanguages(ctx context.Context) []Language {
+	out := make([]Language, len(languageSpecs))
+	var wg sync.WaitGroup
+	for i, spec := range languageSpecs {
+		wg.Go(func() { out[i] = detect(ctx, spec) })
+	}
+	wg.Wait()
+	return out
+}
+
+func detect(ctx context.Context, spec languageSpec) Language {
+	l := Language{
+		ID:             spec.id,
+		DisplayName:    spec.displayName,
+		FileExtensions: append([]string(nil), spec.extensions...),
+	}
+	path, err := exec.LookPath(spec.command)
+	if err != nil {
+		switch {
+		case errors.Is(err, exec.ErrDot):
+			l.Reason = fmt.Sprintf("%s found only in the current directory (PATH holds a relative entry); not used", spec.command)
+		default:
+			l.Reason = spec.command + " not found on PATH"
+		}
+		return l
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	l.Path = path
+
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	// A wrapper (pyenv shim, ...) whose child outlives it must not hang us.
+	cmd.WaitDelay = 500 * time.Millisecond
+	err = cmd.Run()
+	text := strings.TrimSpace(buf.String())
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			l.Reason = fmt.Sprintf("%s --version did not finish within %v", path, versionTimeout)
+		default:
+			l.Reason = fmt.Sprintf("%s --version failed: %v", path, err)
+			if first := firstLine(text); first != "" {
+				l.Reason += ": " + first
+			}
+		}
+		return l
+	}
+	v, ok := parseVersion(spec, text)
+	if !ok {
+		l.Reason = fmt.Sprintf("%s --version printed %q, which is not a %s version", path, firstLine(text), spec.displayName)
+		return l
+	}
+	l.Version = v
+	l.Available = true
+	return l
+}
+
+// parseVersion extracts the version from an interpreter's --version output:
+// "Python 3.11.2" -> "3.11.2", "v20.19.2" -> "20.19.2",
+// "GNU bash, version 5.2.15(1)-release ..." -> "5.2.15".
+func parseVersion(spec languageSpec, out string) (string, bool) {
+	m := spec.version.FindStringSubmatch(strings.TrimSpace(out))
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	const max = 200
+	if len(line) > max {
+		line = line[:max] + "..."
+	}
+	return strings.TrimSpace(line)
+}

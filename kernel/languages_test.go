@@ -1,0 +1,111 @@
+package kernel
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseVersion(t *testing.T) {
+	spec := func(id string) languageSpec {
+		for _, s := range languageSpecs {
+			if s.id == id {
+				return s
+			}
+		}
+		t.Fatalf("no language %q", id)
+		return languageSpec{}
+	}
+	tests := []struct {
+		id, out, want string
+		ok            bool
+	}{
+		{"python", "Python 3.11.2", "3.11.2", true},
+		{"python", "Python 3.13.0rc1\n", "3.13.0rc1", true},
+		{"python", "pyenv: python3: command not found", "", false},
+		{"javascript", "v20.19.2", "20.19.2", true},
+		{"javascript", "v22.0.0-nightly2024\n", "22.0.0-nightly2024", true},
+		{"javascript", "node: bad option", "", false},
+		{"bash", "GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)\nCopyright (C) 2022", "5.2.15", true},
+		{"bash", "GNU bash, version 3.2.57(1)-release (arm64-apple-darwin23)", "3.2.57", true},
+		{"bash", "zsh 5.9", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := parseVersion(spec(tt.id), tt.out)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseVersion(%s, %q) = %q, %v; want %q, %v", tt.id, tt.out, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestDetectLanguagesWithoutInterpreters(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	langs := DetectLanguages(context.Background())
+	if len(langs) != len(languageSpecs) {
+		t.Fatalf("got %d languages, want %d", len(langs), len(languageSpecs))
+	}
+	for i, l := range langs {
+		want := languageSpecs[i].command + " not found on PATH"
+		if l.Available || l.Reason != want || l.Path != "" || l.Version != "" {
+			t.Errorf("%s = %+v; want unavailable with reason %q", l.ID, l, want)
+		}
+		if l.ID == "" || l.DisplayName == "" || len(l.FileExtensions) == 0 {
+			t.Errorf("%+v: id, display name or extensions missing", l)
+		}
+	}
+}
+
+func TestDetectLanguagesOnThisHost(t *testing.T) {
+	// python3, node and bash are installed on the development and CI machines.
+	start := time.Now()
+	langs := DetectLanguages(context.Background())
+	t.Logf("detection took %v", time.Since(start))
+	want := map[string]string{"python": "python3", "javascript": "node", "bash": "bash"}
+	for _, l := range langs {
+		t.Logf("%-10s available=%v version=%q path=%q reason=%q", l.ID, l.Available, l.Version, l.Path, l.Reason)
+		if !l.Available || l.Version == "" || !filepath.IsAbs(l.Path) || l.Reason != "" {
+			t.Errorf("%s = %+v; want available with a version and an absolute path", l.ID, l)
+		}
+		if want, err := exec.LookPath(want[l.ID]); err == nil && l.Path != want {
+			t.Errorf("%s path = %q, want %q", l.ID, l.Path, want)
+		}
+		delete(want, l.ID)
+	}
+	if len(want) != 0 {
+		t.Errorf("languages not reported: %v", want)
+	}
+}
+
+func TestDetectLanguagesFailingInterpreter(t *testing.T) {
+	dir := t.TempDir()
+	scripts := map[string]string{
+		"python3": "#!/bin/sh\necho 'pyenv: python3: command not found' >&2\nexit 127\n",
+		"node":    "#!/bin/sh\necho 'not a version'\n",
+		"bash":    "#!/bin/sh\nexec sleep 10\n",
+	}
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", dir+":/usr/bin:/bin")
+	start := time.Now()
+	langs := DetectLanguages(context.Background())
+	if took := time.Since(start); took > versionTimeout+time.Second {
+		t.Errorf("detection took %v, want about %v at most", took, versionTimeout)
+	}
+	wantReason := map[string]string{
+		"python":     "--version failed: exit status 127: pyenv: python3: command not found",
+		"javascript": `printed "not a version"`,
+		"bash":       "--version did not finish within 2s",
+	}
+	for _, l := range langs {
+		if l.Available || !strings.Contains(l.Reason, wantReason[l.ID]) {
+			t.Errorf("%s = %+v; want unavailable with reason containing %q", l.ID, l, wantReason[l.ID])
+		}
+	}
+}
