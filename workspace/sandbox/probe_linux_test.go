@@ -445,7 +445,7 @@ func TestProbeDiagnosesHostPolicies(t *testing.T) {
 func dumpProbeInUserNS(t *testing.T, env string) Report {
 	t.Helper()
 	cmd := exec.Command("/proc/self/exe", "-test.run", "^TestDumpProbe$", "-test.v")
-	cmd.Env = []string{"CELLBOX_TEST_DUMP_PROBE=1", env, "TMPDIR=" + os.TempDir()}
+	cmd.Env = []string{"CELLBOX_TEST_DUMP_PROBE=1", env, "TMPDIR=" + os.TempDir(), "GORACE=atexit_sleep_ms=0"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},

@@ -28,15 +28,18 @@ const selfExe = "/proc/self/exe"
 // entry name with args, in the new namespaces cloneflags asks for. With
 // CLONE_NEWUSER, uid and gid 0 in the new user namespace map to the caller's
 // uid and gid (one id each, setgroups denied). The helper gets an
-// environment holding only ReexecEnv, stdin from /dev/null, and is killed
-// when the daemon dies or ctx ends.
+// environment holding only ReexecEnv and GORACE, stdin from /dev/null, and
+// is killed when the daemon dies or ctx ends.
 func helperCommand(ctx context.Context, name string, cloneflags uintptr, args ...string) (*exec.Cmd, error) {
 	if _, ok := os.LookupEnv(ReexecEnv); ok {
 		return nil, errEntryNotHandled
 	}
 	cmd := exec.CommandContext(ctx, selfExe, args...)
 	cmd.Args[0] = argv0Prefix + name
-	cmd.Env = []string{ReexecEnv + "=" + name}
+	// A race-detector build sleeps 1 s at exit by default; helpers exit
+	// on the probe's critical path. Other binaries ignore GORACE.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cmd.Env = []string{ReexecEnv + "=" + name, "GORACE=" + gorace}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: cloneflags,
 		Pdeathsig:  syscall.SIGKILL,

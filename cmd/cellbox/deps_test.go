@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportDirection enforces ARCHITECTURE.md's dependency direction: an
+// import the other way is a design error.
+func TestImportDirection(t *testing.T) {
+	const mod = "github.com/cellbox-dev/cellbox/"
+	// What each package may import of ours, directly. cmd may import anything.
+	allowed := map[string][]string{
+		"protocol":          {},
+		"protocol/gen":      {},
+		"rpc":               {"protocol", "kernel", "pty", "workspace"},
+		"kernel":            {"workspace", "protocol"},
+		"pty":               {"workspace", "protocol"},
+		"workspace":         {"workspace/sandbox", "protocol"},
+		"workspace/sandbox": {},
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		if strings.HasPrefix(pkg, "cmd/") {
+			continue
+		}
+		ok, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s is not in ARCHITECTURE.md's layout; add it to this test with its allowed imports", pkg)
+			continue
+		}
+		seen++
+		for _, imp := range fields[1:] {
+			dep, ours := strings.CutPrefix(imp, mod)
+			if !ours {
+				continue
+			}
+			if !contains(ok, dep) {
+				t.Errorf("%s imports %s: against the dependency direction in ARCHITECTURE.md", pkg, dep)
+			}
+		}
+	}
+	if seen < 4 {
+		t.Fatalf("checked only %d packages; go list output:\n%s", seen, out)
+	}
+	// protocol and workspace/sandbox import nothing of ours, even indirectly.
+	for _, pkg := range []string{"protocol", "workspace/sandbox"} {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, mod) && dep != mod+pkg {
+				t.Errorf("%s depends on %s; it must import nothing of ours", pkg, dep)
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
