@@ -263,3 +263,30 @@ func TestMethodTableComplete(t *testing.T) {
 		t.Errorf("methodTable has %d methods, protocol.Server %d requests", len(methodTable), want)
 	}
 }
+
+// TestPipelinedLifecycle: a client that writes initialize, a request,
+// shutdown and exit without waiting gets every answer in order and exit 0.
+func TestPipelinedLifecycle(t *testing.T) {
+	slow := func(ctx context.Context) protocol.ServerCapabilities {
+		time.Sleep(200 * time.Millisecond) // a host probe still running
+		return protocol.ServerCapabilities{}
+	}
+	rc := startRaw(t, Options{Capabilities: slow})
+	rc.sendBody(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	rc.sendBody(t, `{"jsonrpc":"2.0","id":2,"method":"daemon/stats"}`)
+	rc.sendBody(t, `{"jsonrpc":"2.0","id":3,"method":"shutdown"}`)
+	rc.sendBody(t, `{"jsonrpc":"2.0","method":"exit"}`)
+	for id := 1; id <= 3; id++ {
+		if m := rc.next(t); string(m.m["id"]) != jsonInt(id) || m.errCode() != 0 {
+			t.Fatalf("answer %d: %s", id, m.raw)
+		}
+	}
+	select {
+	case code := <-rc.exit:
+		if code != 0 {
+			t.Fatalf("exit code %d, want 0", code)
+		}
+	case <-timeoutC():
+		t.Fatal("no exit")
+	}
+}

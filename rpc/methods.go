@@ -18,9 +18,15 @@ type handlerFunc func(c *conn, ctx context.Context, params []byte, release func(
 // $/cancelRequest) are handled in conn.handleNotification.
 var methodTable = map[string]handlerFunc{}
 
-// ordered marks methods whose handler calls release itself, after the part
-// that must happen in wire order (for example queueing an execution).
-var ordered = map[string]bool{}
+// ordered marks methods that must finish, or reach a point where they call
+// release themselves, before the next message is read: initialize and
+// shutdown change what every later request may do, so they run inline in
+// wire order (a client that pipelines daemon/stats behind initialize gets
+// its answer, and exit after shutdown sees the shutdown).
+var ordered = map[string]bool{
+	protocol.MethodInitialize: true,
+	protocol.MethodShutdown:   true,
+}
 
 func add[P, R any](method string, f func(*conn, context.Context, *P) (R, error)) {
 	methodTable[method] = func(c *conn, ctx context.Context, raw []byte, release func()) (any, error) {
@@ -38,7 +44,9 @@ func add[P, R any](method string, f func(*conn, context.Context, *P) (R, error))
 // addNoParams registers a method that takes no params (shutdown).
 func addNoParams(method string, f func(*conn, context.Context) error) {
 	methodTable[method] = func(c *conn, ctx context.Context, _ []byte, release func()) (any, error) {
-		release()
+		if !ordered[method] {
+			release()
+		}
 		return nil, f(c, ctx)
 	}
 }
