@@ -584,6 +584,34 @@ func TestWebsocketEndToEnd(t *testing.T) {
 	default:
 	}
 
+	// $/cancelRequest over websocket ends the request with -32800.
+	raw, _, err := p.dial(t, http.Header{"Authorization": {"Bearer " + p.token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`,
+		`{"jsonrpc":"2.0","id":"long","method":"cellboxTest/sleep","params":{"ms":30000}}`,
+		`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"long"}}`,
+	} {
+		if err := raw.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		_, b, err := raw.ReadMessage()
+		if err != nil {
+			t.Fatalf("waiting for the cancelled request's answer: %v", err)
+		}
+		if strings.Contains(string(b), `"id":"long"`) {
+			if !strings.Contains(string(b), `"code":-32800`) {
+				t.Fatalf("cancelled request answered %s", b)
+			}
+			break
+		}
+	}
+
 	// An oversized message closes that connection with a reason; c goes on.
 	big, _, err := p.dial(t, http.Header{"Authorization": {"Bearer " + p.token}})
 	if err != nil {
