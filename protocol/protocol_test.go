@@ -113,13 +113,19 @@ func TestUnmarshal(t *testing.T) {
 	}
 }
 
-// readSpec reads PROTOCOL.md, the contract this package implements.
+// readSpec reads PROTOCOL.md, the contract this package implements. The
+// repository keeps a copy beside this package so it stands alone; where the
+// shared contract is checked out beside the repository (as in CI), the copy
+// must match it.
 func readSpec(t *testing.T) string {
 	t.Helper()
-	const path = "../../shared/PROTOCOL.md"
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile("PROTOCOL.md")
 	if err != nil {
-		t.Fatalf("reading the protocol spec: %v (PROTOCOL.md is expected at %s relative to protocol/)", err, path)
+		t.Fatalf("reading the protocol spec: %v", err)
+	}
+	const shared = "../../shared/PROTOCOL.md"
+	if s, err := os.ReadFile(shared); err == nil && string(s) != string(b) {
+		t.Fatalf("protocol/PROTOCOL.md differs from %s; the shared contract wins: copy it (cp %s protocol/)", shared, shared)
 	}
 	return string(b)
 }
