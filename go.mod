@@ -3,9 +3,12 @@ module github.com/cellbox-dev/cellbox
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/gorilla/websocket v1.5.3
+	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/prometheus/client_golang v1.25.0
 	go.lsp.dev/jsonrpc2 v1.0.1
+	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
 )
 
@@ -18,4 +21,5 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
 )

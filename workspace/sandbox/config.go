@@ -1,0 +1,173 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Mode is what a sandbox mounts at /workspace.
+type Mode string
+
+// Workspace modes (PROTOCOL.md §3).
+const (
+	// ModeOverlay: the project is the read-only lower layer of an overlay
+	// whose upper layer is Config.Upper.
+	ModeOverlay Mode = "overlay"
+	// ModeScratch: Config.Scratch, an empty private directory, bound read-write.
+	ModeScratch Mode = "scratch"
+	// ModeDirect: the project itself, bound read-write.
+	ModeDirect Mode = "direct"
+)
+
+// Network is the network a sandbox sees.
+type Network string
+
+// Network modes.
+const (
+	NetworkNone Network = "none" // a network namespace with only loopback, up
+	NetworkHost Network = "host" // the host's network namespace
+)
+
+// Config describes one sandbox. Paths are host paths.
+type Config struct {
+	// ID names the sandbox in logs and process titles.
+	ID string
+	// Dir is the sandbox's own directory under the state dir; the new root
+	// is built on a tmpfs mounted at Dir/root inside the sandbox's mount
+	// namespace (the host never sees that mount).
+	Dir string
+	// Mode and the directories it uses: Project (overlay, direct), Upper and
+	// Work (overlay; on a filesystem that is not overlayfs), Scratch (scratch).
+	Mode    Mode
+	Project string
+	Upper   string
+	Work    string
+	Scratch string
+	// Network is NetworkNone unless the user asked for the host's.
+	Network Network
+	// ReadOnly are extra host paths bound read-only at the same path, for
+	// interpreters installed outside /usr (for example ~/.pyenv).
+	ReadOnly []string
+	// Landlock and Seccomp: whether each layer is required. A required layer
+	// that cannot be installed fails Start; an optional one is skipped and
+	// reported in Layers.
+	RequireLandlock bool
+	// TmpBytes sizes the sandbox's /tmp and /home/cellbox tmpfs mounts.
+	TmpBytes int64
+	// Timeout bounds building the sandbox; 0 means 10 s.
+	Timeout time.Duration
+}
+
+// Layers are the isolation layers in force in a running sandbox.
+type Layers struct {
+	UserNamespaces   bool    `json:"userNamespaces"`
+	Overlay          bool    `json:"overlay"`
+	PidNamespace     bool    `json:"pidNamespace"`
+	NetworkNamespace bool    `json:"networkNamespace"`
+	Seccomp          bool    `json:"seccomp"`
+	Landlock         bool    `json:"landlock"`
+	Cgroups          bool    `json:"cgroups"`
+	Network          Network `json:"network"`
+	// Reason says why an optional layer is not in force.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Limits are the per-process resource limits of a spawned program, applied
+// as rlimits (soft = hard, so the program cannot raise them). Zero means
+// no limit from cellbox (the host's applies).
+type Limits struct {
+	// MemoryBytes is RLIMIT_AS: address space, not resident memory.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// CPUSeconds is RLIMIT_CPU over the process's whole life.
+	CPUSeconds int64 `json:"cpuSeconds,omitempty"`
+	// Pids is RLIMIT_NPROC: all processes of the sandbox's user count, so
+	// it bounds the whole sandbox.
+	Pids int64 `json:"pids,omitempty"`
+	// FileSizeBytes is RLIMIT_FSIZE: a larger write fails with EFBIG.
+	FileSizeBytes int64 `json:"fileSizeBytes,omitempty"`
+	// OpenFiles is RLIMIT_NOFILE.
+	OpenFiles int64 `json:"openFiles,omitempty"`
+}
+
+// Sandbox identities: code runs as this uid and gid (user "cellbox") in a
+// user namespace nested in the sandbox's, mapped to the sandbox's root,
+// which owns the project's files.
+const (
+	SandboxUID  = 1000
+	SandboxGID  = 1000
+	SandboxUser = "cellbox"
+	SandboxHome = "/home/cellbox"
+	Hostname    = "cellbox"
+)
+
+// Spec is a program to start in a sandbox.
+type Spec struct {
+	// Argv[0] is looked up on the sandbox's PATH when it has no slash.
+	Argv []string
+	// Env is the whole environment; nil means DefaultEnv.
+	Env []string
+	// Dir is the working directory inside the sandbox; "" means /workspace.
+	Dir string
+	// Stdin, Stdout and Stderr are given to the program; nil means /dev/null.
+	// Ignored when PTY is set.
+	Stdin, Stdout, Stderr *os.File
+	// PTY, when set, runs the program on a new terminal of the sandbox's
+	// own devpts as its controlling terminal; Process.PTY is the master.
+	PTY *WinSize
+	// Limits of the program.
+	Limits Limits
+}
+
+// WinSize is a terminal size.
+type WinSize struct {
+	Cols, Rows uint16
+}
+
+// ExitStatus is how a program ended.
+type ExitStatus struct {
+	// Code is the exit code, or -1 when killed by Signal.
+	Code   int
+	Signal syscall.Signal
+	// CPU is user+system time of the program and its waited-for children.
+	CPU time.Duration
+	// MaxRSSBytes is the peak resident memory of the program or of its
+	// largest waited-for child.
+	MaxRSSBytes int64
+}
+
+func (s ExitStatus) String() string {
+	if s.Signal != 0 {
+		return "killed by " + signalName(s.Signal)
+	}
+	return fmt.Sprintf("exited with code %d", s.Code)
+}
+
+// LayerError says which layer a sandbox could not get, and why.
+type LayerError struct {
+	Layer  string
+	Reason string
+}
+
+func (e *LayerError) Error() string { return "sandbox layer " + e.Layer + " unavailable: " + e.Reason }
+
+// Sentinel errors.
+var (
+	// ErrClosed: the sandbox was closed or its init died.
+	ErrClosed = errors.New("sandbox: closed")
+)
+
+// DefaultEnv is the environment of a program started without one.
+func DefaultEnv() []string {
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + SandboxHome,
+		"USER=" + SandboxUser,
+		"LOGNAME=" + SandboxUser,
+		"SHELL=/bin/bash",
+		"LANG=C.UTF-8",
+		"TMPDIR=/tmp",
+	}
+}

@@ -1,0 +1,236 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The sandbox's init: pid 1 of the sandbox's pid namespace and root of its
+// user namespace. It builds the root (mounts.go), starts the spawner in a
+// nested user namespace, and then only reaps. It ignores every signal it
+// can, so code in the sandbox cannot stop it; it exits, and the sandbox with
+// it, when the daemon closes its control socket or kills it.
+
+const (
+	entryInit    = "init"
+	entrySpawner = "spawner"
+
+	// fds the init and the spawner are started with (ExtraFiles order).
+	initConfigFD  = 3 // config JSON, until EOF
+	initControlFD = 4 // seqpacket to the daemon
+	initSpawnerFD = 5 // seqpacket to the daemon, handed to the spawner
+
+	spawnerSocketFD = 3 // seqpacket to the daemon
+	spawnerGoFD     = 4 // pipe from the init: EOF means "root built, go"
+)
+
+// initConfig is Config plus what the daemon tells the init about itself.
+type initConfig struct {
+	Config
+	// IDMappedLower: the daemon sends the project as an idmapped mount fd
+	// (a root daemon) over the control socket.
+	IDMappedLower bool `json:"idmappedLower"`
+	// FDs are inherited descriptors of detached clones (open_tree) of the
+	// host directories a root daemon's sandbox binds: its root is a range id
+	// that may not be able to walk to them by path (for example below
+	// /root). Keys: tree:layers (the directory holding the upper and work
+	// directories), tree:scratch, tree:ro:PATH.
+	FDs map[string]int `json:"fds"`
+}
+
+// tree returns the inherited detached mount named name, or nil.
+func (ic *initConfig) tree(name string) *os.File {
+	n, ok := ic.FDs["tree:"+name]
+	if !ok {
+		return nil
+	}
+	return os.NewFile(uintptr(n), name)
+}
+
+func init() {
+	register(entryInit, initMain)
+	register(entrySpawner, spawnerMain)
+}
+
+func initMain([]string) int {
+	ctl, err := newMsgConn(os.NewFile(initControlFD, "control"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox init:", err)
+		return 1
+	}
+	fail := func(err error) int {
+		_ = ctl.send(&msg{Op: "error", Err: err.Error()})
+		fmt.Fprintln(os.Stderr, "sandbox init:", err)
+		return 1
+	}
+	// Code in the sandbox runs as the same host uid as this process; it
+	// must not be able to kill it (pid 1 ignores default-action signals,
+	// but the Go runtime installs handlers for some).
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
+		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF)
+
+	var cfg initConfig
+	cf := os.NewFile(initConfigFD, "config")
+	if err := json.NewDecoder(io.LimitReader(cf, maxMsgBytes)).Decode(&cfg); err != nil {
+		return fail(fmt.Errorf("read config: %w", err))
+	}
+	cf.Close()
+
+	var lower *os.File
+	if cfg.Mode != ModeScratch && cfg.IDMappedLower {
+		m, files, err := ctl.recv()
+		if err != nil || m.Op != "lower" || len(files) != 1 {
+			closeAll(files)
+			return fail(fmt.Errorf("receive the idmapped project mount: %v (op %v)", err, opOf(m)))
+		}
+		lower = files[0]
+	}
+
+	// This process sees the host's /proc until it mounts one of its own pid
+	// namespace, which starting a process in a new user namespace needs
+	// (the uid_map written is /proc/PID/uid_map).
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail(fmt.Errorf("make / private: %w", err))
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fail(fmt.Errorf("mount proc for the sandbox's pid namespace: %w", err))
+	}
+
+	// The spawner starts now, so its runtime starts while the root is built;
+	// it waits for goR to close before it looks at anything.
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return fail(fmt.Errorf("pipe: %w", err))
+	}
+	sp, err := startSpawner(goR)
+	goR.Close()
+	if err != nil {
+		return fail(err)
+	}
+
+	layers, err := buildRoot(&cfg, lower)
+	if lower != nil {
+		lower.Close()
+	}
+	if err != nil {
+		sp.Process.Kill()
+		return fail(err)
+	}
+	goW.Close() // go
+
+	if err := ctl.send(&msg{Op: "built", Layers: layers}); err != nil {
+		return 1
+	}
+	return reap(ctl, sp.Process.Pid)
+}
+
+func opOf(m *msg) string {
+	if m == nil {
+		return "none"
+	}
+	return m.Op
+}
+
+// startSpawner starts the spawner in a user namespace nested in this one,
+// where the sandbox user (SandboxUID) is this namespace's root, the owner
+// of the project's files. It keeps CAP_SYS_RESOURCE (to cap namespace
+// creation in its own namespace) and CAP_SETPCAP (to empty its bounding
+// set) across exec, and drops them itself.
+func startSpawner(goR *os.File) (*exec.Cmd, error) {
+	cmd := exec.Command(selfExe)
+	cmd.Args = []string{argv0Prefix + entrySpawner}
+	cmd.Env = []string{ReexecEnv + "=" + entrySpawner, "GORACE=atexit_sleep_ms=0"}
+	cmd.Stderr = os.Stderr
+	cmd.ExtraFiles = []*os.File{os.NewFile(initSpawnerFD, "spawner"), goR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 unix.CLONE_NEWUSER,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: 0, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxGID, HostID: 0, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		AmbientCaps:                []uintptr{unix.CAP_SYS_RESOURCE, unix.CAP_SETPCAP},
+		Pdeathsig:                  syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the spawner in a nested user namespace: %w", err)
+	}
+	cmd.ExtraFiles[0].Close()
+	return cmd, nil
+}
+
+// reap waits for every process that ends up parented to pid 1, until the
+// spawner dies or the daemon goes away.
+func reap(ctl *msgConn, spawner int) int {
+	daemonGone := make(chan struct{})
+	go func() {
+		for {
+			if _, files, err := ctl.recv(); err != nil {
+				close(daemonGone)
+				return
+			} else {
+				closeAll(files)
+			}
+		}
+	}()
+	exited := make(chan int, 1)
+	go func() {
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil { // ECHILD: nothing left
+				exited <- -1
+				return
+			}
+			if pid == spawner {
+				exited <- ws.ExitStatus()
+				return
+			}
+		}
+	}()
+	select {
+	case <-daemonGone:
+		return 0
+	case code := <-exited:
+		_ = ctl.send(&msg{Op: "error", Err: fmt.Sprintf("the sandbox's spawner ended (status %d)", code)})
+		return 1
+	}
+}
+
+// writeFile writes a small generated file (passwd, hosts) into the new root.
+func writeFile(path, content string, mode os.FileMode) error {
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func passwd() string {
+	return strings.Join([]string{
+		"root:x:0:0:root:/root:/usr/sbin/nologin",
+		fmt.Sprintf("%s:x:%d:%d:cellbox sandbox user:%s:/bin/bash", SandboxUser, SandboxUID, SandboxGID, SandboxHome),
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin",
+	}, "\n") + "\n"
+}
+
+func group() string {
+	return strings.Join([]string{
+		"root:x:0:",
+		fmt.Sprintf("%s:x:%d:", SandboxUser, SandboxGID),
+		"nogroup:x:65534:",
+	}, "\n") + "\n"
+}
+
+var _ = filepath.Join

@@ -1,0 +1,466 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sandbox is a running sandbox: an init holding its namespaces and mounts,
+// and a spawner that starts programs in it. Safe for concurrent use.
+type Sandbox struct {
+	cfg    Config
+	init   *exec.Cmd
+	ctl    *msgConn // to the init
+	sp     *msgConn // to the spawner
+	layers Layers
+	stderr *capBuffer
+
+	done    chan struct{} // closed when the init has exited
+	initErr error         // why, when it died on its own; read after done
+
+	mu     sync.Mutex // guards the fields below
+	procs  map[uint64]*Process
+	nextID uint64
+	closed bool
+}
+
+// Process is a program started in a sandbox.
+type Process struct {
+	s  *Sandbox
+	id uint64
+	// Pid is the program's pid in the sandbox's pid namespace.
+	Pid int
+	// PTY is the terminal's master side when the program runs on one; the
+	// caller owns it.
+	PTY *os.File
+
+	started chan *msg // the spawner's answer (plus PTY)
+	exited  chan struct{}
+	status  ExitStatus
+	err     error
+}
+
+// Start builds a sandbox from cfg: it re-executes this binary as the
+// sandbox's init in new user, mount, pid, ipc, uts, cgroup and (unless
+// cfg.Network is host) network namespaces, and returns when the spawner is
+// ready. A root daemon maps the sandbox to unprivileged host ids and shows
+// it the project through an idmapped mount; an ordinary user's daemon maps
+// the sandbox's root to itself.
+func Start(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, ok := os.LookupEnv(ReexecEnv); ok {
+		return nil, errEntryNotHandled
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeOverlay
+	}
+	if cfg.Network == "" {
+		cfg.Network = NetworkNone
+	}
+	ids, err := hostIDs()
+	if err != nil {
+		return nil, err
+	}
+
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	cleanups = append(cleanups, func() { cfgR.Close(); cfgW.Close() })
+	ctlP, ctlC, err := socketPair()
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { ctlP.Close(); ctlC.Close() })
+	spP, spC, err := socketPair()
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { spP.Close(); spC.Close() })
+
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if cfg.Network != NetworkHost {
+		flags |= unix.CLONE_NEWNET
+	}
+	// The directories the sandbox uses, opened here: the sandbox's root may
+	// not be able to walk to them by path.
+	fds := map[string]int{}
+	extra := []*os.File{cfgR, ctlC, spC}
+	// A root daemon's sandbox reaches host directories through detached
+	// clones of their mounts (open_tree) made here.
+	clone := func(name, path string) error {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("open_tree %s: %w", path, err)
+		}
+		f := os.NewFile(uintptr(fd), name)
+		cleanups = append(cleanups, func() { f.Close() })
+		fds["tree:"+name] = 3 + len(extra)
+		extra = append(extra, f)
+		return nil
+	}
+	for _, p := range cfg.ReadOnly {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("read-only bind %q is not an absolute path", p)
+		}
+		if ids.root {
+			if _, err := os.Stat(p); err == nil {
+				if err := clone("ro:"+p, p); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if ids.root {
+		var err error
+		switch cfg.Mode {
+		case ModeScratch:
+			err = clone("scratch", cfg.Scratch)
+		case ModeOverlay:
+			err = clone("layers", filepath.Dir(cfg.Upper))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	stderr := &capBuffer{max: 4096}
+	cmd := exec.Command(selfExe)
+	cmd.Args = []string{argv0Prefix + entryInit + " " + cfg.ID}
+	cmd.Env = []string{ReexecEnv + "=" + entryInit, "GORACE=atexit_sleep_ms=0"}
+	cmd.Stderr = stderr
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                ids.uid,
+		GidMappings:                ids.gid,
+		GidMappingsEnableSetgroups: false,
+		Pdeathsig:                  syscall.SIGKILL,
+	}
+	if ids.root {
+		// Host root is not mapped in the sandbox: become its root (a
+		// range id) before exec, or the init would be its nobody.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	}
+	// Pdeathsig fires when the thread that started the child exits.
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
+		return nil, &LayerError{Layer: "userNamespaces", Reason: fmt.Sprintf("start the sandbox init: %v", err)}
+	}
+	cleanups = append(cleanups, func() { cmd.Process.Kill(); cmd.Wait() })
+	cfgR.Close()
+	ctlC.Close()
+	spC.Close()
+
+	s := &Sandbox{cfg: cfg, init: cmd, stderr: stderr, done: make(chan struct{}), procs: make(map[uint64]*Process)}
+	if s.ctl, err = newMsgConn(ctlP); err != nil {
+		return nil, err
+	}
+	if s.sp, err = newMsgConn(spP); err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { s.ctl.close(); s.sp.close() })
+
+	ic := initConfig{Config: cfg, IDMappedLower: ids.root && cfg.Mode != ModeScratch, FDs: fds}
+	if err := json.NewEncoder(cfgW).Encode(ic); err != nil {
+		return nil, fmt.Errorf("send the sandbox config: %w", err)
+	}
+	cfgW.Close()
+	if ic.IDMappedLower {
+		tree, err := idmappedTree(cfg.Project, cmd.Process.Pid, ids)
+		if err != nil {
+			return nil, err
+		}
+		err = s.ctl.send(&msg{Op: "lower"}, int(tree.Fd()))
+		tree.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	// Wait for the init's "built" and the spawner's "ready".
+	type result struct {
+		m   *msg
+		err error
+	}
+	ctlc, spc := make(chan result, 1), make(chan result, 1)
+	go func() { m, files, err := s.ctl.recv(); closeAll(files); ctlc <- result{m, err} }()
+	go func() { m, files, err := s.sp.recv(); closeAll(files); spc <- result{m, err} }()
+	var built, ready *msg
+	for built == nil || ready == nil {
+		select {
+		case r := <-ctlc:
+			if r.err != nil || r.m.Op != "built" {
+				return nil, s.startError("init", r.m, r.err)
+			}
+			built = r.m
+		case r := <-spc:
+			if r.err != nil || r.m.Op != "ready" {
+				return nil, s.startError("spawner", r.m, r.err)
+			}
+			ready = r.m
+		case <-ctx.Done():
+			return nil, fmt.Errorf("build the sandbox: %w (init stderr: %s)", ctx.Err(), strings.TrimSpace(stderr.String()))
+		}
+	}
+	if built.Layers != nil {
+		s.layers = *built.Layers
+	}
+	if ready.Layers != nil {
+		s.layers.Seccomp = ready.Layers.Seccomp
+		s.layers.Landlock = ready.Layers.Landlock
+		s.layers.Reason = ready.Layers.Reason
+	}
+	if cfg.RequireLandlock && !s.layers.Landlock {
+		return nil, &LayerError{Layer: "landlock", Reason: s.layers.Reason}
+	}
+	go s.watchInit()
+	go s.readSpawner()
+	return s, nil
+}
+
+// startError explains why building the sandbox failed.
+func (s *Sandbox) startError(who string, m *msg, err error) error {
+	if m != nil && m.Err != "" {
+		var le *LayerError
+		if m.Op == "error" && strings.Contains(m.Err, "sandbox layer") {
+			return errors.New(m.Err)
+		}
+		_ = le
+		return fmt.Errorf("build the sandbox (%s): %s", who, m.Err)
+	}
+	time.Sleep(10 * time.Millisecond) // let the init's last words reach stderr
+	return fmt.Errorf("build the sandbox (%s): %v; init stderr: %s", who, err, strings.TrimSpace(s.stderr.String()))
+}
+
+// watchInit marks the sandbox closed when its init exits.
+func (s *Sandbox) watchInit() {
+	go func() {
+		for {
+			m, files, err := s.ctl.recv()
+			closeAll(files)
+			if err != nil {
+				return
+			}
+			if m.Op == "error" {
+				s.mu.Lock()
+				s.initErr = errors.New(m.Err)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	_ = s.init.Wait()
+	s.mu.Lock()
+	s.closed = true
+	if s.initErr == nil {
+		s.initErr = fmt.Errorf("sandbox init ended: %v", s.init.ProcessState)
+	}
+	procs := s.procs
+	s.procs = map[uint64]*Process{}
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.finish(ExitStatus{Code: -1, Signal: syscall.SIGKILL}, ErrClosed)
+	}
+	s.ctl.close()
+	s.sp.close()
+	close(s.done)
+}
+
+// readSpawner routes the spawner's messages to their processes.
+func (s *Sandbox) readSpawner() {
+	for {
+		m, files, err := s.sp.recv()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		p := s.procs[m.ID]
+		s.mu.Unlock()
+		if p == nil {
+			closeAll(files)
+			continue
+		}
+		switch m.Op {
+		case "started":
+			if len(files) > 0 {
+				p.PTY = files[0]
+				closeAll(files[1:])
+			}
+			p.started <- m
+		case "exited":
+			closeAll(files)
+			s.mu.Lock()
+			delete(s.procs, m.ID)
+			s.mu.Unlock()
+			st := ExitStatus{Code: m.Code, Signal: syscall.Signal(m.Signal), CPU: time.Duration(m.CPUNs), MaxRSSBytes: m.MaxRSS}
+			var err error
+			if m.Err != "" {
+				err = errors.New(m.Err)
+			}
+			p.finish(st, err)
+		default:
+			closeAll(files)
+		}
+	}
+}
+
+// Layers returns the isolation layers in force.
+func (s *Sandbox) Layers() Layers { return s.layers }
+
+// InitPID is the init's pid on the host; /proc/InitPID/root is the
+// sandbox's root as the daemon can reach it.
+func (s *Sandbox) InitPID() int { return s.init.Process.Pid }
+
+// Done is closed when the sandbox has ended (closed, or its init died).
+func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
+// Err says why the sandbox ended; nil while it runs.
+func (s *Sandbox) Err() error {
+	select {
+	case <-s.done:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.initErr
+	default:
+		return nil
+	}
+}
+
+// Spawn starts a program in the sandbox.
+func (s *Sandbox) Spawn(ctx context.Context, spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("spawn: empty argv")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.nextID++
+	p := &Process{s: s, id: s.nextID, started: make(chan *msg, 1), exited: make(chan struct{})}
+	s.procs[p.id] = p
+	s.mu.Unlock()
+
+	m := &msg{Op: "spawn", ID: p.id, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, PTY: spec.PTY, Limits: spec.Limits}
+	var fds []int
+	if spec.PTY == nil {
+		for i, f := range []*os.File{spec.Stdin, spec.Stdout, spec.Stderr} {
+			if f != nil {
+				m.Stdio[i] = true
+				fds = append(fds, int(f.Fd()))
+			}
+		}
+	}
+	err := s.sp.send(m, fds...)
+	for _, f := range []*os.File{spec.Stdin, spec.Stdout, spec.Stderr} {
+		runtime.KeepAlive(f)
+	}
+	if err != nil {
+		s.forget(p.id)
+		return nil, fmt.Errorf("spawn %s: %w", spec.Argv[0], err)
+	}
+	select {
+	case r := <-p.started:
+		if r.Err != "" {
+			s.forget(p.id)
+			return nil, fmt.Errorf("spawn %s: %s", spec.Argv[0], r.Err)
+		}
+		p.Pid = r.Pid
+		return p, nil
+	case <-p.exited:
+		return nil, fmt.Errorf("spawn %s: %w", spec.Argv[0], p.err)
+	case <-ctx.Done():
+		// It may still start; make sure it does not run unseen.
+		go func() {
+			select {
+			case <-p.started:
+				_ = p.Kill()
+			case <-p.exited:
+			}
+		}()
+		return nil, fmt.Errorf("spawn %s: %w", spec.Argv[0], ctx.Err())
+	}
+}
+
+func (s *Sandbox) forget(id uint64) {
+	s.mu.Lock()
+	delete(s.procs, id)
+	s.mu.Unlock()
+}
+
+// Close kills every process of the sandbox and waits until they are gone.
+// The sandbox's files (the overlay's upper layer) stay on disk.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	_ = s.init.Process.Signal(syscall.SIGKILL)
+	<-s.done
+	return nil
+}
+
+func (p *Process) finish(st ExitStatus, err error) {
+	p.status, p.err = st, err
+	select {
+	case <-p.exited:
+	default:
+		close(p.exited)
+	}
+}
+
+// Wait waits for the program to end.
+func (p *Process) Wait() (ExitStatus, error) {
+	<-p.exited
+	return p.status, p.err
+}
+
+// Exited is closed when the program has ended.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Signal sends sig to the program.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.s.sp.send(&msg{Op: "signal", ID: p.id, Signal: int(sig)})
+}
+
+// SignalTree sends sig to the program, its session and all its descendants.
+func (p *Process) SignalTree(sig syscall.Signal) error {
+	return p.s.sp.send(&msg{Op: "signal", ID: p.id, Signal: int(sig), Tree: true})
+}
+
+// Kill kills the program and everything it started.
+func (p *Process) Kill() error { return p.SignalTree(syscall.SIGKILL) }
+
+func signalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}

@@ -1,0 +1,394 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// The spawner starts every program of a sandbox. It runs as the sandbox
+// user in a user namespace nested in the sandbox's, and before it starts
+// anything it locks itself down exactly as the programs will be, since they
+// inherit it: no namespaces can be created below it, no capabilities,
+// no_new_privs, landlock, seccomp, not dumpable. Programs get their own
+// session, their stdio, and per-program rlimits (through prlimit(1), as Go
+// cannot set a child's rlimits between fork and exec).
+
+// Paths inside the sandbox, for Landlock: everything the mount namespace
+// shows may be read and run, and only the sandbox's writable places written
+// (even were a read-only mount made writable).
+var (
+	landlockRO = []string{"/"}
+	landlockRW = []string{"/workspace", "/tmp", "/var/tmp", "/dev/shm", SandboxHome, "/dev/pts", "/dev/ptmx", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
+)
+
+// prlimitPath is util-linux's prlimit inside the sandbox.
+const prlimitPath = "/usr/bin/prlimit"
+
+type spawner struct {
+	conn *msgConn
+
+	mu    sync.Mutex // guards procs
+	procs map[uint64]*exec.Cmd
+}
+
+func spawnerMain([]string) int {
+	// Programs inherit the credentials, no_new_privs and Landlock domain of
+	// the thread that forks them, so this goroutine keeps one thread, locks
+	// it down, and starts every program from it (serve runs here too).
+	runtime.LockOSThread()
+	conn, err := newMsgConn(os.NewFile(spawnerSocketFD, "spawner"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox spawner:", err)
+		return 1
+	}
+	// Wait for the init to finish the root (EOF on the go pipe).
+	goR := os.NewFile(spawnerGoFD, "go")
+	_, _ = io.Copy(io.Discard, goR)
+	goR.Close()
+
+	layers, err := lockDown()
+	if err != nil {
+		_ = conn.send(&msg{Op: "error", Err: err.Error()})
+		return 1
+	}
+	if err := unix.Chdir("/workspace"); err != nil {
+		_ = conn.send(&msg{Op: "error", Err: "chdir /workspace: " + err.Error()})
+		return 1
+	}
+	if err := conn.send(&msg{Op: "ready", Layers: layers}); err != nil {
+		return 1
+	}
+	s := &spawner{conn: conn, procs: make(map[uint64]*exec.Cmd)}
+	return s.serve()
+}
+
+// lockDown applies to the spawner itself what every program must have.
+func lockDown() (*Layers, error) {
+	layers := &Layers{}
+	// No namespace of any kind can be created below this point.
+	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time"} {
+		path := "/proc/sys/user/max_" + ns + "_namespaces"
+		if err := os.WriteFile(path, []byte("0"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("limit %s namespaces in the nested user namespace: %w", ns, err)
+		}
+	}
+	// Every inherited descriptor beyond stdio and our socket: close on exec.
+	if err := unix.CloseRange(spawnerSocketFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("close_range: %w", err)
+	}
+	if err := dropCapabilities(); err != nil {
+		return nil, err
+	}
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		return nil, fmt.Errorf("set no_new_privs: %w", err)
+	}
+	if err := installLandlock(existing(landlockRO), existing(landlockRW), false); err != nil {
+		layers.Reason = "landlock: " + err.Error()
+	} else {
+		layers.Landlock = true
+	}
+	if err := installSeccomp(); err != nil {
+		return nil, &LayerError{Layer: "seccomp", Reason: err.Error()}
+	}
+	layers.Seccomp = true
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("set not dumpable: %w", err)
+	}
+	return layers, nil
+}
+
+// dropCapabilities empties the bounding, ambient, inheritable, permitted and
+// effective sets of this thread (and of every thread, where Go can).
+func dropCapabilities() error {
+	last := lastCap()
+	for c := 0; c <= last; c++ {
+		if err := allThreads(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// allThreads makes a per-thread syscall on this (locked) thread, then on
+// every thread of the process where the Go runtime supports that (not in a
+// cgo binary, where only this thread, the one that forks programs, is done).
+func allThreads(trap, a1, a2, a3 uintptr) error {
+	if _, _, e := unix.RawSyscall(trap, a1, a2, a3); e != 0 {
+		return e
+	}
+	if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 && e != unix.ENOTSUP {
+		return e
+	}
+	return nil
+}
+
+func lastCap() int {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return n
+		}
+	}
+	return 63
+}
+
+func existing(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *spawner) serve() int {
+	for {
+		m, files, err := s.conn.recv()
+		if err != nil {
+			// The daemon is gone; the init will take everything down.
+			return 0
+		}
+		switch m.Op {
+		case "spawn":
+			s.spawn(m, files)
+		case "signal":
+			closeAll(files)
+			s.signal(m)
+		default:
+			closeAll(files)
+		}
+	}
+}
+
+func (s *spawner) spawn(m *msg, files []*os.File) {
+	defer closeAll(files)
+	reply := func(err error) {
+		_ = s.conn.send(&msg{Op: "started", ID: m.ID, Err: err.Error()})
+	}
+	if len(m.Argv) == 0 {
+		reply(errors.New("empty argv"))
+		return
+	}
+	env := m.Env
+	if env == nil {
+		env = DefaultEnv()
+	}
+	path, err := lookPath(m.Argv[0], env)
+	if err != nil {
+		reply(err)
+		return
+	}
+	cmd := &exec.Cmd{Path: path, Args: m.Argv, Env: env, Dir: m.Dir}
+	if cmd.Dir == "" {
+		cmd.Dir = "/workspace"
+	}
+	if args := prlimitArgs(m.Limits); args != nil {
+		cmd.Path = prlimitPath
+		cmd.Args = append(append(args, "--"), append([]string{path}, m.Argv[1:]...)...)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var master *os.File
+	if m.PTY != nil {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			reply(fmt.Errorf("open a terminal: %w", err))
+			return
+		}
+		defer tty.Close()
+		if err := pty.Setsize(ptmx, &pty.Winsize{Cols: m.PTY.Cols, Rows: m.PTY.Rows}); err != nil {
+			ptmx.Close()
+			reply(fmt.Errorf("size the terminal: %w", err))
+			return
+		}
+		master = ptmx
+		defer master.Close()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr.Setctty = true
+		cmd.SysProcAttr.Ctty = 0
+	} else {
+		next := 0
+		for i, has := range m.Stdio {
+			if !has {
+				continue
+			}
+			if next >= len(files) {
+				reply(errors.New("missing stdio descriptor"))
+				return
+			}
+			switch i {
+			case 0:
+				cmd.Stdin = files[next]
+			case 1:
+				cmd.Stdout = files[next]
+			case 2:
+				cmd.Stderr = files[next]
+			}
+			next++
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		reply(err)
+		return
+	}
+	s.mu.Lock()
+	s.procs[m.ID] = cmd
+	s.mu.Unlock()
+	started := &msg{Op: "started", ID: m.ID, Pid: cmd.Process.Pid}
+	if master != nil {
+		_ = s.conn.send(started, int(master.Fd()))
+	} else {
+		_ = s.conn.send(started)
+	}
+	go s.wait(m.ID, cmd)
+}
+
+func (s *spawner) wait(id uint64, cmd *exec.Cmd) {
+	err := cmd.Wait()
+	s.mu.Lock()
+	delete(s.procs, id)
+	s.mu.Unlock()
+	out := &msg{Op: "exited", ID: id}
+	if st := cmd.ProcessState; st != nil {
+		ws := st.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			out.Code, out.Signal = -1, int(ws.Signal())
+		} else {
+			out.Code = ws.ExitStatus()
+		}
+		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+			out.CPUNs = ru.Utime.Nano() + ru.Stime.Nano()
+			out.MaxRSS = ru.Maxrss * 1024
+		}
+	} else if err != nil {
+		out.Code, out.Err = -1, err.Error()
+	}
+	_ = s.conn.send(out)
+}
+
+// signal sends a signal to a program, or with Tree to its whole session and
+// every process descended from it.
+func (s *spawner) signal(m *msg) {
+	s.mu.Lock()
+	cmd := s.procs[m.ID]
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	pid := cmd.Process.Pid
+	sig := syscall.Signal(m.Signal)
+	if !m.Tree {
+		_ = syscall.Kill(pid, sig)
+		return
+	}
+	for _, p := range descendants(pid) {
+		_ = syscall.Kill(p, sig)
+	}
+	_ = syscall.Kill(-pid, sig) // its process group (= session, from Setsid)
+	_ = syscall.Kill(pid, sig)
+}
+
+// descendants lists the processes below pid, from the sandbox's /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parens.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// lookPath finds file on the PATH of env.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w in the sandbox's PATH (%s)", file, exec.ErrNotFound, path)
+}
+
+// prlimitArgs is the prlimit(1) command line for limits, nil when none.
+func prlimitArgs(l Limits) []string {
+	var args []string
+	add := func(flag string, v int64) {
+		if v > 0 {
+			n := strconv.FormatInt(v, 10)
+			args = append(args, "--"+flag+"="+n+":"+n)
+		}
+	}
+	add("as", l.MemoryBytes)
+	add("cpu", l.CPUSeconds)
+	add("nproc", l.Pids)
+	add("fsize", l.FileSizeBytes)
+	add("nofile", l.OpenFiles)
+	if args == nil {
+		return nil
+	}
+	return append([]string{"prlimit"}, args...)
+}
