@@ -6,6 +6,7 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/gorilla/websocket v1.5.3
 	github.com/landlock-lsm/go-landlock v0.11.0
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/prometheus/client_golang v1.25.0
 	go.lsp.dev/jsonrpc2 v1.0.1
 	golang.org/x/net v0.62.0

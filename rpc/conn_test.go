@@ -225,7 +225,7 @@ func TestHandlerPanic(t *testing.T) {
 }
 
 func TestTestHooksOffByDefault(t *testing.T) {
-	d := New(Options{})
+	d := newTestDaemon(t, Options{})
 	c := &conn{d: d}
 	if _, ok := c.lookup("cellboxTest/sleep"); ok {
 		t.Fatal("test hooks reachable without --test-hooks")

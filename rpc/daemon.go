@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // Options configure a Daemon.
@@ -33,6 +34,8 @@ type Options struct {
 	StateDir string
 	// TestHooks enables the cellboxTest/* methods (see testhooks.go).
 	TestHooks bool
+	// Workspaces runs the workspaces (required).
+	Workspaces *workspace.Manager
 	// Token, AllowOrigins: websocket security (PROTOCOL.md §1), see http.go.
 	Token        string
 	AllowOrigins []string
@@ -66,6 +69,9 @@ func New(opts Options) *Daemon {
 	}
 	if opts.Capabilities == nil {
 		opts.Capabilities = func(context.Context) protocol.ServerCapabilities { return protocol.ServerCapabilities{} }
+	}
+	if opts.Workspaces == nil {
+		panic("rpc.New: Options.Workspaces is required")
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
@@ -104,6 +110,7 @@ func (d *Daemon) Stats() protocol.DaemonStats {
 	p50, p99 := d.lat.percentiles()
 	return protocol.DaemonStats{
 		UptimeMs:    time.Since(d.started).Milliseconds(),
+		Workspaces:  d.opts.Workspaces.Len(),
 		LatencyMs:   protocol.LatencyMs{P50: p50, P99: p99},
 		MemoryBytes: residentBytes(),
 		Connections: int(d.connCount.Load()),

@@ -12,6 +12,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // Sentinel errors of this package.
@@ -49,6 +50,20 @@ func toProtocolError(err error) *protocol.Error {
 	}
 	if errors.Is(err, context.Canceled) {
 		return errCancelled
+	}
+	for _, m := range []struct {
+		err  error
+		code protocol.ErrorCode
+	}{
+		{workspace.ErrNotFound, protocol.CodeNotFound},
+		{workspace.ErrInvalid, protocol.CodeInvalidParams},
+		{workspace.ErrLimit, protocol.CodeLimitExceeded},
+		{workspace.ErrSandboxUnavailable, protocol.CodeSandboxUnavailable},
+		{workspace.ErrClosed, protocol.CodeNotFound},
+	} {
+		if errors.Is(err, m.err) {
+			return &protocol.Error{Code: m.code, Message: err.Error(), Detail: err.Error()}
+		}
 	}
 	return &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error: " + err.Error(), Detail: err.Error()}
 }

@@ -12,6 +12,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // pipeRWC joins a reader and a writer into the io.ReadWriteCloser jsonrpc2
@@ -48,7 +49,7 @@ type note struct {
 func startInProc(t testing.TB, opts Options) *testClient {
 	t.Helper()
 	opts.TestHooks = true
-	d := New(opts)
+	d := newTestDaemon(t, opts)
 	cr, sw := io.Pipe() // server -> client
 	sr, cw := io.Pipe() // client -> server
 	tc := &testClient{exit: make(chan int, 1)}
@@ -131,4 +132,18 @@ func wantCode(t *testing.T, err error, code protocol.ErrorCode) *jsonrpc2.Error 
 		t.Fatalf("error data = %+v, want errorCode %q and a detail", data, code.ErrorName())
 	}
 	return je
+}
+
+// newTestDaemon is New with a workspace manager on a temporary state dir.
+func newTestDaemon(t testing.TB, opts Options) *Daemon {
+	t.Helper()
+	if opts.Workspaces == nil {
+		m, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Shutdown)
+		opts.Workspaces = m
+	}
+	return New(opts)
 }

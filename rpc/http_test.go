@@ -22,7 +22,7 @@ func startHTTP(t *testing.T, opts Options) *httptest.Server {
 	t.Helper()
 	opts.Token = httpToken
 	opts.TestHooks = true
-	d := New(opts)
+	d := newTestDaemon(t, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := httptest.NewServer(d.Handler(ctx))
 	t.Cleanup(func() { cancel(); srv.Close() })

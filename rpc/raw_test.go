@@ -38,7 +38,7 @@ func (m rawMsg) errCode() protocol.ErrorCode {
 func startRaw(t *testing.T, opts Options) *rawClient {
 	t.Helper()
 	opts.TestHooks = true
-	d := New(opts)
+	d := newTestDaemon(t, opts)
 	cr, sw := io.Pipe()
 	sr, cw := io.Pipe()
 	rc := &rawClient{w: cw, msgs: make(chan rawMsg, 1024), exit: make(chan int, 1)}

@@ -10,14 +10,6 @@ import (
 // Each answers -32601 with the method named, so a client can tell "not
 // here yet" from a typo.
 
-func (c *conn) WorkspaceOpen(context.Context, *protocol.WorkspaceOpenParams) (*protocol.WorkspaceInfo, error) {
-	return nil, notAvailable(protocol.MethodWorkspaceOpen)
-}
-
-func (c *conn) WorkspaceList(context.Context, *protocol.WorkspaceListParams) (*protocol.WorkspaceListResult, error) {
-	return nil, notAvailable(protocol.MethodWorkspaceList)
-}
-
 func (c *conn) WorkspaceChanges(context.Context, *protocol.WorkspaceChangesParams) (*protocol.WorkspaceChangesResult, error) {
 	return nil, notAvailable(protocol.MethodWorkspaceChanges)
 }
@@ -48,10 +40,6 @@ func (c *conn) WorkspaceRestore(context.Context, *protocol.WorkspaceRestoreParam
 
 func (c *conn) WorkspaceDeleteCheckpoint(context.Context, *protocol.WorkspaceDeleteCheckpointParams) (*protocol.Empty, error) {
 	return nil, notAvailable(protocol.MethodWorkspaceDeleteCheckpoint)
-}
-
-func (c *conn) WorkspaceClose(context.Context, *protocol.WorkspaceCloseParams) (*protocol.Empty, error) {
-	return nil, notAvailable(protocol.MethodWorkspaceClose)
 }
 
 func (c *conn) FsRead(context.Context, *protocol.FsReadParams) (*protocol.FsReadResult, error) {

@@ -2,7 +2,13 @@ package rpc
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/workspace"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 )
@@ -18,6 +24,7 @@ func init() {
 	addTest("cellboxTest/sleep", testSleep)
 	addTest("cellboxTest/askClient", testAskClient)
 	addTest("cellboxTest/panic", testPanic)
+	addTest("cellboxTest/exec", testExec)
 }
 
 func addTest[P, R any](method string, f func(*conn, context.Context, *P) (R, error)) {
@@ -81,4 +88,54 @@ func testAskClient(c *conn, ctx context.Context, p *askParams) (*protocol.Kernel
 
 func testPanic(*conn, context.Context, *protocol.Empty) (*protocol.Empty, error) {
 	panic("cellboxTest/panic called")
+}
+
+type execParams struct {
+	WorkspaceID string               `json:"workspaceId"`
+	Argv        []string             `json:"argv"`
+	Env         []string             `json:"env,omitempty"`
+	Cwd         string               `json:"cwd,omitempty"`
+	Stdin       string               `json:"stdin,omitempty"`
+	Limits      *protocol.Limits     `json:"limits,omitempty"`
+	Network     protocol.NetworkMode `json:"network,omitempty"`
+}
+
+type execResult struct {
+	ExitCode        int    `json:"exitCode"`
+	Signal          string `json:"signal,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	CPUMs           int64  `json:"cpuMs"`
+	PeakMemoryBytes int64  `json:"peakMemoryBytes"`
+	DurationMs      int64  `json:"durationMs"`
+}
+
+// testExec runs a program in a workspace's sandbox and returns its output
+// (the first MiB of each stream): the attack suite's way in until kernels
+// and terminals exist. Cancelling the request kills the program.
+func testExec(c *conn, ctx context.Context, p *execParams) (*execResult, error) {
+	w, err := c.d.opts.Workspaces.Get(p.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := workspace.ResolveLimits(p.Limits, workspace.DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	res, err := workspace.Run(ctx, w, workspace.ProcSpec{
+		Argv: p.Argv, Env: p.Env, Dir: p.Cwd, Limits: limits, Network: sandbox.Network(p.Network),
+	}, strings.NewReader(p.Stdin), 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	out := &execResult{
+		ExitCode: res.Status.Code, Reason: res.Status.Reason,
+		Stdout: string(res.Stdout), Stderr: string(res.Stderr),
+		CPUMs: res.Status.CPU.Milliseconds(), PeakMemoryBytes: res.Status.MaxRSSBytes, DurationMs: res.Duration.Milliseconds(),
+	}
+	if res.Status.Signal != 0 {
+		out.Signal = unix.SignalName(res.Status.Signal)
+	}
+	return out, nil
 }

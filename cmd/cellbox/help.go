@@ -12,6 +12,7 @@ Usage:
   cellbox serve --listen 127.0.0.1:8765   websocket + HTTP daemon; prints the URL with its token
   cellbox serve --stdio                   one client on stdin/stdout (LSP framing)
   cellbox connect                         bridge stdio to your long-lived daemon, starting it if needed
+  cellbox exec -- PROGRAM [ARGS...]       run one program in a sandboxed workspace of the current directory
   cellbox doctor                          what this host can provide, and what to fix
   cellbox version                         print the version
   cellbox help [command]                  this text, or a command's flags
@@ -33,6 +34,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printServeHelp(stdout)
 	case "connect":
 		printConnectHelp(stdout)
+	case "exec":
+		printExecHelp(stdout)
 	case "doctor":
 		fmt.Fprint(stdout, "Usage: cellbox doctor [--json] [--state-dir DIR]\n\nPrints every sandbox layer this host can or cannot provide (with the reason and\nwhat to do), the interpreters found, and the state dir. Exits 1 when something\nthe defaults need is missing.\n")
 	case "version":

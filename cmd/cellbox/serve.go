@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/cellbox-dev/cellbox/rpc"
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 type serveConfig struct {
@@ -68,6 +70,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		fmt.Fprintf(stderr, "cellbox serve: %v\n", err)
 		return 2
 	}
+	if abs, err := filepath.Abs(cfg.stateDir); err == nil {
+		cfg.stateDir = abs
+	}
 	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
 		log.Error("cannot create the state dir", "dir", cfg.stateDir, "err", err)
 		return 1
@@ -80,7 +85,15 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 		cfg.token = hex.EncodeToString(b)
 	}
+	cwd, _ := os.Getwd()
+	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log})
+	if err != nil {
+		log.Error("cannot open the workspaces", "err", err)
+		return 1
+	}
+	defer ws.Shutdown()
 	d := rpc.New(rpc.Options{
+		Workspaces:      ws,
 		Version:         cellboxVersion(),
 		Logger:          log,
 		Capabilities:    hostCapabilities(cfg.stateDir, log),
@@ -93,7 +106,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	})
 	if cfg.stdio {
 		log.Debug("serving on stdio")
-		return d.ServeStdio(ctx, stdin, stdout)
+		return d.ServeStdio(ctx, stdin, stdout) // the deferred Shutdown ends every sandbox
 	}
 	if err := serveListen(ctx, d, &cfg, log, stdout); err != nil {
 		log.Error("serve failed", "err", err)

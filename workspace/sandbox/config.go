@@ -35,12 +35,9 @@ const (
 type Config struct {
 	// ID names the sandbox in logs and process titles.
 	ID string
-	// Dir is the sandbox's own directory under the state dir; the new root
-	// is built on a tmpfs mounted at Dir/root inside the sandbox's mount
-	// namespace (the host never sees that mount).
-	Dir string
 	// Mode and the directories it uses: Project (overlay, direct), Upper and
-	// Work (overlay; on a filesystem that is not overlayfs), Scratch (scratch).
+	// Work (overlay: two directories in one directory, on a filesystem that
+	// is not overlayfs), Scratch (scratch).
 	Mode    Mode
 	Project string
 	Upper   string
@@ -55,7 +52,8 @@ type Config struct {
 	// that cannot be installed fails Start; an optional one is skipped and
 	// reported in Layers.
 	RequireLandlock bool
-	// TmpBytes sizes the sandbox's /tmp and /home/cellbox tmpfs mounts.
+	// TmpBytes sizes the sandbox's /tmp and /home/cellbox tmpfs mounts
+	// (each; /dev/shm gets a quarter); 0 means 256 MiB.
 	TmpBytes int64
 	// Timeout bounds building the sandbox; 0 means 10 s.
 	Timeout time.Duration

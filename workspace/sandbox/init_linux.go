@@ -107,8 +107,10 @@ func initMain([]string) int {
 		return fail(fmt.Errorf("mount proc for the sandbox's pid namespace: %w", err))
 	}
 
-	// The spawner starts now, so its runtime starts while the root is built;
-	// it waits for goR to close before it looks at anything.
+	// The spawner starts first, so that its runtime starts while the root is
+	// built; it waits for goR to close before it looks at anything. (It
+	// cannot start after the new root is stacked on "/": a process whose
+	// root is not its mount namespace's may not create a user namespace.)
 	goR, goW, err := os.Pipe()
 	if err != nil {
 		return fail(fmt.Errorf("pipe: %w", err))
@@ -118,7 +120,6 @@ func initMain([]string) int {
 	if err != nil {
 		return fail(err)
 	}
-
 	layers, err := buildRoot(&cfg, lower)
 	if lower != nil {
 		lower.Close()

@@ -43,7 +43,7 @@ var topLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 // devices bound from the host's /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-const defaultTmpBytes = 1 << 30
+const defaultTmpBytes = 256 << 20
 
 func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 	cfg := &ic.Config
@@ -178,7 +178,7 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 	if tmpSize <= 0 {
 		tmpSize = defaultTmpBytes
 	}
-	if err := unix.Mount("tmpfs", in("dev/shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(tmpSize/4, 10)); err != nil {
+	if err := unix.Mount("tmpfs", in("dev/shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,nr_inodes=16384,size="+strconv.FormatInt(tmpSize/4, 10)); err != nil {
 		return nil, fmt.Errorf("mount /dev/shm: %w", err)
 	}
 	for link, target := range map[string]string{
@@ -192,10 +192,10 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 
 	// Private writable places.
 	size := strconv.FormatInt(tmpSize, 10)
-	if err := unix.Mount("tmpfs", in("tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+size); err != nil {
+	if err := unix.Mount("tmpfs", in("tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,nr_inodes=65536,size="+size); err != nil {
 		return nil, fmt.Errorf("mount /tmp: %w", err)
 	}
-	if err := unix.Mount("tmpfs", in("home/"+SandboxUser), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size="+size); err != nil {
+	if err := unix.Mount("tmpfs", in("home/"+SandboxUser), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,nr_inodes=65536,size="+size); err != nil {
 		return nil, fmt.Errorf("mount %s: %w", SandboxHome, err)
 	}
 

@@ -63,8 +63,8 @@ type msg struct {
 type msgConn struct {
 	c *net.UnixConn
 
-	wmu sync.Mutex // one sender at a time
-	rmu sync.Mutex // guards rbuf, oob
+	wmu  sync.Mutex // one sender at a time
+	rmu  sync.Mutex // guards rbuf, oob
 	rbuf []byte
 	oob  []byte
 }

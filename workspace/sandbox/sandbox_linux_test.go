@@ -36,7 +36,7 @@ func testSandbox(t *testing.T, mode Mode) (*Sandbox, string, string) {
 		}
 	}
 	t.Cleanup(func() { _ = os.Chmod(filepath.Join(work, "work"), 0o700) })
-	s, err := Start(context.Background(), Config{ID: "test", Dir: dir, Mode: mode, Project: project, Upper: upper, Work: work, Scratch: scratch})
+	s, err := Start(context.Background(), Config{ID: "test", Mode: mode, Project: project, Upper: upper, Work: work, Scratch: scratch})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -116,7 +116,7 @@ func BenchmarkSandbox(b *testing.B) {
 			_ = os.MkdirAll(filepath.Join(dir, d), 0o755)
 			_ = os.Chown(filepath.Join(dir, d), uid, gid)
 		}
-		return Config{ID: "bench", Dir: dir, Mode: ModeOverlay, Project: project, Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
+		return Config{ID: "bench", Mode: ModeOverlay, Project: project, Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
 	}
 	trueSpec := Spec{Argv: []string{"/bin/true"}}
 	b.Run("cold-start-spawn-true", func(b *testing.B) {

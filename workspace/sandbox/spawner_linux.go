@@ -92,11 +92,11 @@ func lockDown() (*Layers, error) {
 	if err := dropCapabilities(); err != nil {
 		return nil, err
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+	if err := thisThread(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return nil, fmt.Errorf("set no_new_privs: %w", err)
 	}
 	if err := installLandlock(existing(landlockRO), existing(landlockRW), false); err != nil {
-		layers.Reason = "landlock: " + err.Error()
+		layers.Reason = err.Error()
 	} else {
 		layers.Landlock = true
 	}
@@ -111,33 +111,29 @@ func lockDown() (*Layers, error) {
 }
 
 // dropCapabilities empties the bounding, ambient, inheritable, permitted and
-// effective sets of this thread (and of every thread, where Go can).
+// effective sets of this thread, the one that forks every program.
 func dropCapabilities() error {
 	last := lastCap()
 	for c := 0; c <= last; c++ {
-		if err := allThreads(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		if err := thisThread(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+	if err := thisThread(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
+	if err := thisThread(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
 }
 
-// allThreads makes a per-thread syscall on this (locked) thread, then on
-// every thread of the process where the Go runtime supports that (not in a
-// cgo binary, where only this thread, the one that forks programs, is done).
-func allThreads(trap, a1, a2, a3 uintptr) error {
+// thisThread makes a per-thread syscall on this thread: the locked one
+// that forks every program (the others are the spawner's own runtime's).
+func thisThread(trap, a1, a2, a3 uintptr) error {
 	if _, _, e := unix.RawSyscall(trap, a1, a2, a3); e != 0 {
-		return e
-	}
-	if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 && e != unix.ENOTSUP {
 		return e
 	}
 	return nil

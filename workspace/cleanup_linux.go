@@ -1,0 +1,65 @@
+package workspace
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/moby/sys/mountinfo"
+)
+
+// cleanup finds what a crashed daemon left: sandbox inits of this user
+// that lost their daemon (normally they end on their own when its socket
+// closes), and mounts below the state dir (cellbox makes none on the host;
+// one found there is stale) .
+func (m *Manager) cleanup() {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(cmdline), "cellbox-sandbox:init ") {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(st), ')')
+		f := strings.Fields(string(st[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if ppid == os.Getpid() {
+			continue
+		}
+		if ppid == 1 || !alive(ppid) || !isCellbox(ppid) {
+			m.log.Warn("killing an orphaned sandbox", "pid", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(m.opts.StateDir))
+	if err != nil {
+		return
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		mp := mounts[i].Mountpoint
+		m.log.Warn("unmounting a stale mount in the state dir", "mountpoint", mp)
+		_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+	}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// isCellbox: the process is a cellbox daemon (its executable's name).
+func isCellbox(pid int) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return false
+	}
+	return strings.Contains(exe, "cellbox") || strings.HasSuffix(exe, ".test")
+}

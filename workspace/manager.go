@@ -1,0 +1,310 @@
+package workspace
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
+)
+
+// Options configure a Manager.
+type Options struct {
+	// StateDir holds every workspace: StateDir/workspaces/ID/{meta.json,
+	// upper, work, scratch}. It must not be on overlayfs.
+	StateDir string
+	// DefaultRoot is the project of a workspace/open without a root (the
+	// directory the daemon was started in).
+	DefaultRoot string
+	// ReadOnly are extra host paths every sandbox binds read-only (for
+	// interpreters installed outside /usr).
+	ReadOnly []string
+	// StartTimeout bounds building one sandbox (0: 10 s).
+	StartTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Manager owns the daemon's workspaces.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+	dir  string // StateDir/workspaces
+
+	mu   sync.Mutex // guards open
+	open map[string]*Workspace
+}
+
+// meta is a workspace's metadata on disk (meta.json), so that the same
+// root+name finds the same workspace and its changes after a restart.
+type meta struct {
+	ID        string                 `json:"id"`
+	Root      string                 `json:"root"`
+	Mode      protocol.WorkspaceMode `json:"mode"`
+	Name      string                 `json:"name,omitempty"`
+	CreatedAt time.Time              `json:"createdAt"`
+}
+
+// NewManager prepares the state dir and cleans what a crashed daemon left.
+func NewManager(opts Options) (*Manager, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StateDir == "" {
+		return nil, errors.New("workspace: no state dir")
+	}
+	dir := filepath.Join(opts.StateDir, "workspaces")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the workspaces directory %s: %w", dir, err)
+	}
+	if fs, err := sandbox.FilesystemType(dir); err == nil && fs == "overlay" {
+		return nil, fmt.Errorf("%w: the state dir %s is on overlayfs, which cannot hold an overlay's upper layer; use --state-dir on another filesystem", ErrSandboxUnavailable, opts.StateDir)
+	}
+	m := &Manager{opts: opts, log: opts.Logger, dir: dir, open: make(map[string]*Workspace)}
+	m.cleanup()
+	return m, nil
+}
+
+// Open opens (or reopens) a workspace, PROTOCOL.md §3 workspace/open.
+func (m *Manager) Open(ctx context.Context, p protocol.WorkspaceOpenParams) (*Workspace, error) {
+	mode := p.Mode
+	if mode == "" {
+		mode = protocol.WorkspaceModeOverlay
+	}
+	var id, root string
+	switch mode {
+	case protocol.WorkspaceModeOverlay, protocol.WorkspaceModeDirect:
+		if mode == protocol.WorkspaceModeDirect && !p.AllowDirect {
+			return nil, fmt.Errorf("%w: mode direct lets code write the project itself; pass allowDirect: true to ask for it", ErrInvalid)
+		}
+		r, err := m.projectRoot(p.Root)
+		if err != nil {
+			return nil, err
+		}
+		root = r
+		sum := sha256.Sum256([]byte(string(mode) + "\x00" + root + "\x00" + p.Name))
+		id = "ws-" + hex.EncodeToString(sum[:6])
+	case protocol.WorkspaceModeScratch:
+		if p.Name != "" {
+			sum := sha256.Sum256([]byte("scratch\x00" + p.Name))
+			id = "ws-" + hex.EncodeToString(sum[:6])
+		} else {
+			b := make([]byte, 6)
+			_, _ = rand.Read(b)
+			id = "ws-" + hex.EncodeToString(b)
+		}
+	default:
+		return nil, fmt.Errorf("%w: mode %q is not overlay, scratch or direct", ErrInvalid, mode)
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.open[id]; ok {
+		return w, nil
+	}
+	w, err := m.load(id)
+	if err != nil {
+		w, err = m.create(id, root, mode, p.Name)
+		if err != nil {
+			return nil, err
+		}
+	}
+	m.open[id] = w
+	m.log.Info("workspace opened", "workspace", id, "root", w.root, "mode", mode)
+	return w, nil
+}
+
+// projectRoot checks and canonicalizes a project directory.
+func (m *Manager) projectRoot(root string) (string, error) {
+	if root == "" {
+		root = m.opts.DefaultRoot
+	}
+	if root == "" || !filepath.IsAbs(root) {
+		return "", fmt.Errorf("%w: root %q must be an absolute path to the project directory", ErrInvalid, root)
+	}
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("%w: root %s: %v", ErrInvalid, root, err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%w: root %s is not a directory", ErrInvalid, root)
+	}
+	if strings.HasPrefix(real+"/", m.opts.StateDir+"/") {
+		return "", fmt.Errorf("%w: root %s is inside cellbox's state dir", ErrInvalid, root)
+	}
+	return real, nil
+}
+
+// create makes a workspace's directories and metadata.
+func (m *Manager) create(id, root string, mode protocol.WorkspaceMode, name string) (*Workspace, error) {
+	dir := filepath.Join(m.dir, id)
+	uid, gid := sandbox.SandboxRootHostIDs()
+	subdirs := []string{"upper", "work"}
+	if mode == protocol.WorkspaceModeScratch {
+		subdirs = []string{"scratch"}
+		root = filepath.Join(dir, "scratch")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create workspace directory %s: %w", dir, err)
+	}
+	// The sandbox's root must be able to enter its directory (a root
+	// daemon's sandbox is a range id, not root).
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	for _, d := range subdirs {
+		p := filepath.Join(dir, d)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", p, err)
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return nil, fmt.Errorf("chown %s to the sandbox's root (%d:%d): %w", p, uid, gid, err)
+		}
+	}
+	md := meta{ID: id, Root: root, Mode: mode, Name: name, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	b, _ := json.MarshalIndent(md, "", "  ")
+	if err := writeAtomic(filepath.Join(dir, "meta.json"), b, 0o600); err != nil {
+		return nil, err
+	}
+	return m.fromMeta(md, dir), nil
+}
+
+func (m *Manager) load(id string) (*Workspace, error) {
+	dir := filepath.Join(m.dir, id)
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return nil, err
+	}
+	var md meta
+	if err := json.Unmarshal(b, &md); err != nil || md.ID != id {
+		return nil, fmt.Errorf("workspace %s: bad meta.json: %v", id, err)
+	}
+	return m.fromMeta(md, dir), nil
+}
+
+func (m *Manager) fromMeta(md meta, dir string) *Workspace {
+	return &Workspace{m: m, id: md.ID, root: md.Root, mode: md.Mode, name: md.Name, createdAt: md.CreatedAt, dir: dir, procs: make(map[*Proc]struct{})}
+}
+
+// Get returns an open workspace.
+func (m *Manager) Get(id string) (*Workspace, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w, ok := m.open[id]; ok {
+		return w, nil
+	}
+	return nil, fmt.Errorf("%w: %q (open it with workspace/open)", ErrNotFound, id)
+}
+
+// List returns the open workspaces, oldest first.
+func (m *Manager) List() []protocol.WorkspaceInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]protocol.WorkspaceInfo, 0, len(m.open))
+	for _, w := range m.open {
+		out = append(out, w.Info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// Len is the number of open workspaces.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.open)
+}
+
+// Close stops a workspace's sandbox (every process is gone when it
+// returns); its files stay on disk unless discard.
+func (m *Manager) Close(ctx context.Context, id string, discard bool) error {
+	m.mu.Lock()
+	w, ok := m.open[id]
+	if ok {
+		delete(m.open, id)
+	}
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.stop()
+	if discard {
+		if err := removeAll(w.dir); err != nil {
+			return fmt.Errorf("discard workspace %s: %w", id, err)
+		}
+	}
+	m.log.Info("workspace closed", "workspace", id, "discard", discard)
+	return nil
+}
+
+// Shutdown stops every sandbox; the workspaces stay on disk.
+func (m *Manager) Shutdown() {
+	m.mu.Lock()
+	ws := make([]*Workspace, 0, len(m.open))
+	for _, w := range m.open {
+		ws = append(ws, w)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.stop() }()
+	}
+	wg.Wait()
+}
+
+// removeAll removes a workspace directory; overlayfs leaves work/work with
+// mode 000, which its owner must open up first.
+func removeAll(dir string) error {
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	_ = os.Chmod(filepath.Join(dir, "work", "work"), 0o700)
+	return os.RemoveAll(dir)
+}
+
+// writeAtomic writes a file through a temporary one and a rename.
+func writeAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+#include "textflag.h"
+
+// func int80(trap uintptr) uintptr
+//
+// Makes an i386 system call through the legacy int $0x80 gate: AX holds
+// the i386 number, BX, CX and DX (the first arguments) are zero. The
+// kernel answers in AX, a negative errno on failure.
+TEXT ·int80(SB), NOSPLIT, $0-16
+	MOVQ trap+0(FP), AX
+	XORQ BX, BX
+	XORQ CX, CX
+	XORQ DX, DX
+	INT  $0x80
+	MOVQ AX, ret+8(FP)
+	RET

@@ -1,0 +1,217 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
+)
+
+// Workspace is the place code runs: a project seen at /workspace through
+// one sandbox (one overlay mount), started on first use and shared by every
+// kernel and terminal of the workspace.
+type Workspace struct {
+	m         *Manager
+	id        string
+	root      string // the project (overlay, direct) or the scratch directory
+	mode      protocol.WorkspaceMode
+	name      string
+	createdAt time.Time
+	dir       string // this workspace's directory in the state dir
+
+	mu      sync.Mutex // guards the fields below
+	sb      *sandbox.Sandbox
+	network sandbox.Network
+	procs   map[*Proc]struct{}
+	quota   int64 // bytes the upper layer may hold while procs run
+	closed  bool
+}
+
+// Proc is a program running in a workspace.
+type Proc struct {
+	*sandbox.Process
+	w *Workspace
+
+	mu     sync.Mutex // guards reason
+	reason string     // why the daemon killed it, if it did
+}
+
+// ProcSpec is a program to start in a workspace.
+type ProcSpec struct {
+	Argv []string
+	Env  []string // nil: sandbox.DefaultEnv
+	Dir  string   // inside the sandbox; "": /workspace
+	// Stdin, Stdout and Stderr are given to the program (nil: /dev/null),
+	// unless PTY is set.
+	Stdin, Stdout, Stderr *os.File
+	PTY                   *sandbox.WinSize
+	// Limits, resolved (ResolveLimits); TimeoutMs kills the program's tree.
+	Limits protocol.Limits
+	// Network is the network of the workspace's sandbox; every program of
+	// one workspace shares it, so a running sandbox with another network is
+	// an error.
+	Network sandbox.Network
+}
+
+// ProcStatus is how a program ended.
+type ProcStatus struct {
+	sandbox.ExitStatus
+	// Reason is set when the daemon killed it: "killed: timeout",
+	// "killed: disk quota exceeded".
+	Reason string
+}
+
+// ID is the workspace's id.
+func (w *Workspace) ID() string { return w.id }
+
+// Info is the workspace as PROTOCOL.md §3 describes it.
+func (w *Workspace) Info() protocol.WorkspaceInfo {
+	return protocol.WorkspaceInfo{WorkspaceID: w.id, Root: w.root, Mode: w.mode, CreatedAt: w.createdAt, Name: w.name}
+}
+
+// UpperDir is the overlay's upper layer on disk ("" for other modes). Read
+// it only to measure; changes go through the live mount (ARCHITECTURE.md).
+func (w *Workspace) UpperDir() string {
+	if w.mode != protocol.WorkspaceModeOverlay {
+		return ""
+	}
+	return filepath.Join(w.dir, "upper")
+}
+
+// Sandbox returns the running sandbox, or nil.
+func (w *Workspace) Sandbox() *sandbox.Sandbox {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sb != nil && w.sb.Err() != nil {
+		return nil
+	}
+	return w.sb
+}
+
+// ensureSandbox starts the workspace's sandbox if it is not running.
+func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) (*sandbox.Sandbox, error) {
+	if network == "" {
+		network = sandbox.NetworkNone
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, ErrClosed
+	}
+	if w.sb != nil && w.sb.Err() == nil {
+		if w.network != network {
+			return nil, fmt.Errorf("%w: workspace %s already runs with network %q; its programs share one network namespace, so %q needs another workspace",
+				ErrInvalid, w.id, w.network, network)
+		}
+		return w.sb, nil
+	}
+	cfg := sandbox.Config{
+		ID:       w.id,
+		Network:  network,
+		ReadOnly: w.m.opts.ReadOnly,
+		Timeout:  w.m.opts.StartTimeout,
+	}
+	switch w.mode {
+	case protocol.WorkspaceModeOverlay:
+		cfg.Mode, cfg.Project = sandbox.ModeOverlay, w.root
+		cfg.Upper, cfg.Work = filepath.Join(w.dir, "upper"), filepath.Join(w.dir, "work")
+	case protocol.WorkspaceModeScratch:
+		cfg.Mode, cfg.Scratch = sandbox.ModeScratch, w.root
+	case protocol.WorkspaceModeDirect:
+		cfg.Mode, cfg.Project = sandbox.ModeDirect, w.root
+	}
+	sb, err := sandbox.Start(ctx, cfg)
+	if err != nil {
+		var le *sandbox.LayerError
+		if errors.As(err, &le) {
+			return nil, fmt.Errorf("%w: %v", ErrSandboxUnavailable, err)
+		}
+		return nil, fmt.Errorf("start the sandbox of workspace %s: %w", w.id, err)
+	}
+	w.sb, w.network = sb, network
+	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers())
+	if w.mode != protocol.WorkspaceModeDirect {
+		go w.watchQuota(sb)
+	}
+	return sb, nil
+}
+
+// Spawn starts a program in the workspace's sandbox.
+func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
+	sb, err := w.ensureSandbox(ctx, spec.Network)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := sb.Spawn(ctx, sandbox.Spec{
+		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir,
+		Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr,
+		PTY: spec.PTY, Limits: rlimits(spec.Limits),
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{Process: sp, w: w}
+	w.mu.Lock()
+	w.procs[p] = struct{}{}
+	if q := spec.Limits.DiskBytes; q > 0 && (w.quota == 0 || q < w.quota) {
+		w.quota = q
+	}
+	w.mu.Unlock()
+	go func() {
+		var timeout <-chan time.Time
+		if spec.Limits.TimeoutMs > 0 {
+			t := time.NewTimer(time.Duration(spec.Limits.TimeoutMs) * time.Millisecond)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-sp.Exited():
+		case <-timeout:
+			p.kill("killed: timeout")
+		}
+		<-sp.Exited()
+		w.mu.Lock()
+		delete(w.procs, p)
+		if len(w.procs) == 0 {
+			w.quota = 0
+		}
+		w.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// Wait waits for the program and says why it ended.
+func (p *Proc) Wait() (ProcStatus, error) {
+	st, err := p.Process.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ProcStatus{ExitStatus: st, Reason: p.reason}, err
+}
+
+// kill kills the program's tree, recording why.
+func (p *Proc) kill(reason string) {
+	p.mu.Lock()
+	if p.reason == "" {
+		p.reason = reason
+	}
+	p.mu.Unlock()
+	_ = p.Process.SignalTree(syscall.SIGKILL)
+}
+
+// stop closes the sandbox (every process goes) and keeps the files.
+func (w *Workspace) stop() {
+	w.mu.Lock()
+	sb := w.sb
+	w.sb = nil
+	w.mu.Unlock()
+	if sb != nil {
+		_ = sb.Close()
+	}
+}
