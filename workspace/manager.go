@@ -122,7 +122,24 @@ func (m *Manager) Open(ctx context.Context, p protocol.WorkspaceOpenParams) (*Wo
 	}
 	m.open[id] = w
 	m.log.Info("workspace opened", "workspace", id, "root", w.root, "mode", mode)
+	if mode != protocol.WorkspaceModeScratch {
+		go m.warnUnmapped(w)
+	}
 	return w, nil
+}
+
+// warnUnmapped logs project files the sandbox will not be able to write.
+func (m *Manager) warnUnmapped(w *Workspace) {
+	found, n, err := UnmappedOwners(w.root, 20000, 5)
+	if err != nil || n == 0 {
+		return
+	}
+	examples := make([]string, len(found))
+	for i, p := range found {
+		examples[i] = p.String()
+	}
+	m.log.Warn("project files whose owner the sandbox cannot map: writing them in the sandbox fails with EOVERFLOW (chown them to the user running cellbox)",
+		"workspace", w.id, "files", n, "examples", strings.Join(examples, ", "))
 }
 
 // projectRoot checks and canonicalizes a project directory.

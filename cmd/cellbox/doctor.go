@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/kernel"
+	"github.com/cellbox-dev/cellbox/workspace"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
@@ -29,6 +30,17 @@ type doctorReport struct {
 	Langs       []kernel.Language `json:"languages"`
 	LangsTookMs float64           `json:"languagesTookMs"`
 	StateDir    doctorStateDir    `json:"stateDir"`
+	Project     doctorProject     `json:"project"`
+}
+
+// doctorProject: files of the project the sandbox cannot write through its
+// overlay, because it cannot map their owner (EOVERFLOW on copy-up).
+type doctorProject struct {
+	Path     string   `json:"path"`
+	Unmapped int      `json:"unmappedFiles"`
+	Examples []string `json:"examples,omitempty"`
+	Scanned  int      `json:"scanLimit"`
+	Note     string   `json:"note,omitempty"`
 }
 
 type doctorSandbox struct {
@@ -67,6 +79,8 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fset.SetOutput(stderr)
 	asJSON := fset.Bool("json", false, "print the report as JSON")
 	stateDir := fset.String("state-dir", defaultStateDir(), "the state `DIR` whose filesystem will hold workspaces")
+	cwd, _ := os.Getwd()
+	project := fset.String("project", cwd, "a project `DIR` to check for files the sandbox cannot write (default: the current directory)")
 	if err := parseFlags(fset, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -79,6 +93,10 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	rep := diagnose(ctx, *stateDir)
+	rep.Project = checkProject(*project)
+	if rep.Project.Unmapped > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d file(s) of %s cannot be written in a sandbox", rep.Project.Unmapped, rep.Project.Path))
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -167,7 +185,7 @@ func extraEffect(layer string) string {
 	case sandbox.LayerLandlock:
 		return "sandboxes run without Landlock's file access rules"
 	case sandbox.LayerCgroups:
-		return "sandboxes run without memory and pids limits; rlimits still apply"
+		return "memory and process limits are rlimits per process and per sandbox user, not one cgroup budget"
 	}
 	return "not used"
 }
@@ -297,6 +315,19 @@ func printDoctor(w io.Writer, rep doctorReport) {
 		p("      %s\n", s.Note)
 	}
 
+	if pr := rep.Project; pr.Path != "" {
+		p("\nProject\n  %s\n", pr.Path)
+		if pr.Unmapped == 0 {
+			p("      every file (of the first %d) can be written through the overlay\n", pr.Scanned)
+		} else {
+			p("      %d file(s) have an owner the sandbox cannot map; writing them fails with EOVERFLOW:\n", pr.Unmapped)
+			for _, e := range pr.Examples {
+				p("        %s\n", e)
+			}
+			p("      %s\n", pr.Note)
+		}
+	}
+
 	p("\n")
 	for _, prob := range rep.Problems {
 		p("problem: %s\n", prob)
@@ -309,4 +340,26 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+const projectScanLimit = 20000
+
+func checkProject(dir string) doctorProject {
+	pr := doctorProject{Path: dir, Scanned: projectScanLimit}
+	if dir == "" {
+		return doctorProject{}
+	}
+	found, n, err := workspace.UnmappedOwners(dir, projectScanLimit, 5)
+	if err != nil {
+		pr.Note = err.Error()
+		return pr
+	}
+	pr.Unmapped = n
+	for _, f := range found {
+		pr.Examples = append(pr.Examples, f.String())
+	}
+	if n > 0 {
+		pr.Note = fmt.Sprintf("fix: chown them to uid %d (the user running cellbox), or run cellbox as root, which maps ids below 65536 and the project's owner", os.Geteuid())
+	}
+	return pr
 }

@@ -165,3 +165,15 @@ func ownerMap(owner, base int) []syscall.SysProcIDMap {
 	}
 	return m
 }
+
+// Mapped reports whether a project file owned by uid:gid is writable
+// through a sandbox's overlay: copy-up of a file whose owner or group the
+// sandbox cannot map fails with EOVERFLOW ("Value too large for defined
+// data type"). ownerUID and ownerGID own the project's root directory.
+func Mapped(uid, gid, ownerUID, ownerGID int) bool {
+	if os.Geteuid() != 0 {
+		return uid == os.Geteuid() && gid == os.Getegid()
+	}
+	in := func(id, owner int) bool { return id == owner || id < rangeSize }
+	return in(uid, ownerUID) && in(gid, ownerGID)
+}

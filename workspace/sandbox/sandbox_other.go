@@ -1,0 +1,39 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"os"
+	"syscall"
+)
+
+// Sandbox needs Linux; elsewhere Start fails with ErrLinuxOnly.
+type Sandbox struct{}
+
+// Process is a program in a sandbox.
+type Process struct {
+	Pid int
+	PTY *os.File
+}
+
+// Start fails: sandboxes need Linux.
+func Start(context.Context, Config) (*Sandbox, error) { return nil, ErrLinuxOnly }
+
+func (s *Sandbox) Spawn(context.Context, Spec) (*Process, error) { return nil, ErrLinuxOnly }
+func (s *Sandbox) Close() error                                  { return nil }
+func (s *Sandbox) Layers() Layers                                { return Layers{} }
+func (s *Sandbox) InitPID() int                                  { return 0 }
+func (s *Sandbox) Err() error                                    { return ErrLinuxOnly }
+func (s *Sandbox) Done() <-chan struct{}                         { c := make(chan struct{}); close(c); return c }
+
+func (p *Process) Wait() (ExitStatus, error)       { return ExitStatus{}, ErrLinuxOnly }
+func (p *Process) Exited() <-chan struct{}         { c := make(chan struct{}); close(c); return c }
+func (p *Process) Signal(syscall.Signal) error     { return ErrLinuxOnly }
+func (p *Process) SignalTree(syscall.Signal) error { return ErrLinuxOnly }
+func (p *Process) Kill() error                     { return ErrLinuxOnly }
+func SandboxRootHostIDs() (uid, gid int)           { return os.Getuid(), os.Getgid() }
+func signalName(s syscall.Signal) string           { return s.String() }
+
+// Mapped is true: there are no sandboxes here.
+func Mapped(uid, gid, ownerUID, ownerGID int) bool { return true }
