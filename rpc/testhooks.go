@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cellbox-dev/cellbox/workspace"
-	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 )
@@ -124,7 +123,7 @@ func testExec(c *conn, ctx context.Context, p *execParams) (*execResult, error) 
 		return nil, err
 	}
 	res, err := workspace.Run(ctx, w, workspace.ProcSpec{
-		Argv: p.Argv, Env: p.Env, Dir: p.Cwd, Limits: limits, Network: sandbox.Network(p.Network),
+		Argv: p.Argv, Env: p.Env, Dir: p.Cwd, Limits: limits, Network: p.Network,
 	}, strings.NewReader(p.Stdin), 1<<20)
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ type ProcSpec struct {
 	// Network is the network of the workspace's sandbox; every program of
 	// one workspace shares it, so a running sandbox with another network is
 	// an error.
-	Network sandbox.Network
+	Network protocol.NetworkMode
 }
 
 // ProcStatus is how a program ended.
@@ -145,7 +145,7 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 
 // Spawn starts a program in the workspace's sandbox.
 func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
-	sb, err := w.ensureSandbox(ctx, spec.Network)
+	sb, err := w.ensureSandbox(ctx, sandbox.Network(spec.Network))
 	if err != nil {
 		return nil, err
 	}

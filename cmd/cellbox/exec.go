@@ -11,7 +11,6 @@ import (
 
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace"
-	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
 type execConfig struct {
@@ -89,7 +88,7 @@ func runExec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "cellbox exec: %v\n", err)
 		return 2
 	}
-	spec := workspace.ProcSpec{Argv: argv, Dir: cfg.cwd, Limits: limits, Network: sandbox.Network(cfg.network)}
+	spec := workspace.ProcSpec{Argv: argv, Dir: cfg.cwd, Limits: limits, Network: protocol.NetworkMode(cfg.network)}
 	spec.Stdin, spec.Stdout, spec.Stderr = fileOr(stdin, os.Stdin), fileOr(stdout, os.Stdout), fileOr(stderr, os.Stderr)
 	p, err := w.Spawn(ctx, spec)
 	if err != nil {
