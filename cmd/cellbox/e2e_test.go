@@ -196,8 +196,15 @@ func (s *syncBuffer) String() string {
 
 func startStdio(t testing.TB, args ...string) *stdioProc {
 	t.Helper()
+	return startStdioEnv(t, testEnv(t), args...)
+}
+
+// startStdioEnv starts `serve --stdio` with env (another daemon on the
+// same state dir, say).
+func startStdioEnv(t testing.TB, env []string, args ...string) *stdioProc {
+	t.Helper()
 	cmd := exec.Command(cellboxBin, append([]string{"serve", "--stdio", "--test-hooks"}, args...)...)
-	cmd.Env = testEnv(t)
+	cmd.Env = env
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
