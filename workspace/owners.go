@@ -55,4 +55,3 @@ func UnmappedOwners(root string, maxScan, maxReport int) (found []OwnerProblem, 
 	})
 	return found, count, err
 }
-
