@@ -3,6 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"io"
+	"syscall"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -152,4 +156,155 @@ func BenchmarkSandbox(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestSandboxSpawnFeatures(t *testing.T) {
+	s, _, _ := testSandbox(t, ModeOverlay)
+	t.Run("env cwd stdin", func(t *testing.T) {
+		r, w, _ := os.Pipe()
+		go func() { w.WriteString("from stdin\n"); w.Close() }()
+		out, st := run(t, s, Spec{Argv: []string{"sh", "-c", `pwd; echo "$FOO"; cat`}, Env: []string{"FOO=bar", "PATH=/usr/bin:/bin"}, Dir: "/tmp", Stdin: r})
+		r.Close()
+		if st.Code != 0 || out != "/tmp\nbar\nfrom stdin\n" {
+			t.Fatalf("%q %v", out, st)
+		}
+	})
+	t.Run("exit code and signal", func(t *testing.T) {
+		if _, st := sh(t, s, "exit 3"); st.Code != 3 || st.Signal != 0 {
+			t.Fatalf("exit 3: %v", st)
+		}
+		if _, st := sh(t, s, "kill -SEGV $$"); st.Signal != syscall.SIGSEGV || st.Code != -1 {
+			t.Fatalf("kill -SEGV: %v", st)
+		}
+	})
+	t.Run("cpu and peak memory", func(t *testing.T) {
+		_, st := run(t, s, Spec{Argv: []string{"python3", "-c", "b = bytearray(64 << 20); n = 0\nfor i in range(3_000_000): n += i"}})
+		if st.Code != 0 || st.CPU < 50*time.Millisecond || st.MaxRSSBytes < 64<<20 {
+			t.Fatalf("status %v cpu %v maxrss %d", st, st.CPU, st.MaxRSSBytes)
+		}
+	})
+	t.Run("rlimits", func(t *testing.T) {
+		out, st := run(t, s, Spec{Argv: []string{"bash", "-c", "ulimit -v; ulimit -n; ulimit -u; ulimit -f; ulimit -Hv"},
+			Limits: Limits{MemoryBytes: 512 << 20, OpenFiles: 100, Pids: 64, FileSizeBytes: 1 << 20}})
+		if st.Code != 0 || out != "524288\n100\n64\n1024\n524288\n" {
+			t.Fatalf("ulimits = %q (%v)", out, st)
+		}
+	})
+	t.Run("signal and kill tree", func(t *testing.T) {
+		r, w, _ := os.Pipe()
+		p, err := s.Spawn(context.Background(), Spec{Argv: []string{"sh", "-c", "sleep 1000 & sleep 1000 & echo started; wait"}, Stdout: w})
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 8)
+		if n, _ := r.Read(buf); string(buf[:n]) != "started\n" {
+			t.Fatalf("read %q", buf[:n])
+		}
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := p.Wait()
+		if st.Signal != syscall.SIGKILL {
+			t.Fatalf("status %v", st)
+		}
+		// The background sleeps are gone too: the output pipe closes.
+		done := make(chan struct{})
+		go func() { io.Copy(io.Discard, r); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a child of the killed program still holds its output")
+		}
+		out, _ := sh(t, s, "ps -e -o comm= 2>/dev/null || ls /proc | grep -c '^[0-9]'")
+		if strings.Contains(out, "sleep") {
+			t.Fatalf("sleep left in the sandbox: %q", out)
+		}
+	})
+	t.Run("orphans are reaped", func(t *testing.T) {
+		sh(t, s, "(sleep 0.1 &) ; true")
+		time.Sleep(300 * time.Millisecond)
+		out, _ := sh(t, s, `for p in /proc/[0-9]*; do grep -h '^State:.*Z' $p/status; done; echo end`)
+		if out != "end\n" {
+			t.Fatalf("zombies in the sandbox: %q", out)
+		}
+	})
+	t.Run("pty", func(t *testing.T) {
+		p, err := s.Spawn(context.Background(), Spec{Argv: []string{"sh", "-c", "stty size; tty; echo $((6*7))"}, PTY: &WinSize{Cols: 100, Rows: 30}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.PTY.Close()
+		var out bytes.Buffer
+		done := make(chan struct{})
+		go func() { io.Copy(&out, p.PTY); close(done) }()
+		st, _ := p.Wait()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		got := strings.ReplaceAll(out.String(), "\r", "")
+		if st.Code != 0 || !strings.Contains(got, "30 100\n/dev/pts/0\n42\n") {
+			t.Fatalf("pty output %q (%v)", got, st)
+		}
+	})
+	t.Run("fds beyond stdio are closed", func(t *testing.T) {
+		out, _ := sh(t, s, "ls /proc/self/fd")
+		if out != "0\n1\n2\n3\n" { // 3 is ls's own directory
+			t.Fatalf("open fds in the sandbox: %q", out)
+		}
+	})
+	t.Run("spawn errors", func(t *testing.T) {
+		if _, err := s.Spawn(context.Background(), Spec{Argv: []string{"no-such-program"}}); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Fatalf("missing program: %v", err)
+		}
+		if _, err := s.Spawn(context.Background(), Spec{}); err == nil {
+			t.Fatal("empty argv accepted")
+		}
+	})
+}
+
+func TestSandboxModes(t *testing.T) {
+	for _, mode := range []Mode{ModeScratch, ModeDirect} {
+		t.Run(string(mode), func(t *testing.T) {
+			s, project, _ := testSandbox(t, mode)
+			out, st := sh(t, s, "ls; echo x > f.txt")
+			if st.Code != 0 {
+				t.Fatalf("%q %v", out, st)
+			}
+			_, err := os.Stat(filepath.Join(project, "f.txt"))
+			if mode == ModeDirect && err != nil {
+				t.Fatalf("direct mode: the write did not reach the project: %v", err)
+			}
+			if mode == ModeScratch && (err == nil || strings.Contains(out, "hello.txt")) {
+				t.Fatalf("scratch mode sees or writes the project: %q %v", out, err)
+			}
+		})
+	}
+}
+
+func TestSandboxClosedLeavesNothing(t *testing.T) {
+	s, _, _ := testSandbox(t, ModeOverlay)
+	p, err := s.Spawn(context.Background(), Spec{Argv: []string{"sleep", "1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := s.InitPID()
+	s.Close()
+	if _, err := p.Wait(); err == nil {
+		t.Fatal("a program outlived Close without an error")
+	}
+	if err := syscall.Kill(init, 0); err == nil {
+		t.Fatalf("init %d still exists after Close", init)
+	}
+	if _, err := s.Spawn(context.Background(), Spec{Argv: []string{"true"}}); err == nil {
+		t.Fatal("spawn into a closed sandbox worked")
+	}
+}
+
+func TestSandboxAsUnprivilegedUser(t *testing.T) {
+	if sandboxtest.AsTestUser() {
+		t.Skip("already the test user")
+	}
+	sandboxtest.RunAsTestUser(t, "^(TestSandboxBasics|TestSandboxSpawnFeatures|TestSandboxModes|TestSandboxClosedLeavesNothing)$")
 }
