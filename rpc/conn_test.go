@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 func TestLifecycle(t *testing.T) {
@@ -288,5 +291,23 @@ func TestPipelinedLifecycle(t *testing.T) {
 		}
 	case <-timeoutC():
 		t.Fatal("no exit")
+	}
+}
+
+func TestWorkspaceErrorCodes(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		code protocol.ErrorCode
+	}{
+		{fmt.Errorf("open: %w: no such workspace", workspace.ErrNotFound), protocol.CodeNotFound},
+		{fmt.Errorf("%w: root must be absolute", workspace.ErrInvalid), protocol.CodeInvalidParams},
+		{fmt.Errorf("%w: memoryBytes over its maximum", workspace.ErrLimit), protocol.CodeLimitExceeded},
+		{fmt.Errorf("%w: seccomp: not in this kernel", workspace.ErrSandboxUnavailable), protocol.CodeSandboxUnavailable},
+		{errors.New("disk on fire"), protocol.CodeInternalError},
+	} {
+		pe := toProtocolError(tt.err)
+		if pe.Code != tt.code || pe.Message != tt.err.Error() && tt.code != protocol.CodeInternalError {
+			t.Errorf("%v -> %d %q, want %d", tt.err, pe.Code, pe.Message, tt.code)
+		}
 	}
 }
