@@ -37,7 +37,10 @@ func (m *Manager) cleanup() {
 		if ppid == os.Getpid() {
 			continue
 		}
-		if ppid == 1 || !alive(ppid) || !isCellbox(ppid) {
+		// An init's parent is the daemon that made it; it dies with it
+		// (Pdeathsig, and EOF on its socket). One reparented to the host's
+		// init lost its daemon without dying.
+		if ppid == 1 || !alive(ppid) {
 			m.log.Warn("killing an orphaned sandbox", "pid", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -54,12 +57,3 @@ func (m *Manager) cleanup() {
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
-// isCellbox: the process is a cellbox daemon (its executable's name).
-func isCellbox(pid int) bool {
-	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	if err != nil {
-		return false
-	}
-	return strings.Contains(exe, "cellbox") || strings.HasSuffix(exe, ".test")
-}

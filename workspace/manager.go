@@ -31,6 +31,9 @@ type Options struct {
 	// ReadOnly are extra host paths every sandbox binds read-only (for
 	// interpreters installed outside /usr).
 	ReadOnly []string
+	// NoPool: do not keep a sandbox launched ahead of time (one-shot uses
+	// such as `cellbox exec`, where it would only cost).
+	NoPool bool
 	// StartTimeout bounds building one sandbox (0: 10 s).
 	StartTimeout time.Duration
 	Logger       *slog.Logger
@@ -41,6 +44,8 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 	dir  string // StateDir/workspaces
+
+	pool *sandbox.Pool // a sandbox launched ahead of time
 
 	mu   sync.Mutex // guards open
 	open map[string]*Workspace
@@ -73,6 +78,9 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, log: opts.Logger, dir: dir, open: make(map[string]*Workspace)}
 	m.cleanup()
+	if !opts.NoPool {
+		m.pool = sandbox.NewPool()
+	}
 	return m, nil
 }
 
@@ -212,7 +220,8 @@ func (m *Manager) load(id string) (*Workspace, error) {
 }
 
 func (m *Manager) fromMeta(md meta, dir string) *Workspace {
-	return &Workspace{m: m, id: md.ID, root: md.Root, mode: md.Mode, name: md.Name, createdAt: md.CreatedAt, dir: dir, procs: make(map[*Proc]struct{})}
+	return &Workspace{m: m, id: md.ID, root: md.Root, mode: md.Mode, name: md.Name, createdAt: md.CreatedAt, dir: dir,
+		procs: make(map[*Proc]struct{}), quota: DefaultLimits.DiskBytes}
 }
 
 // Get returns an open workspace.
@@ -271,6 +280,9 @@ func (m *Manager) Close(ctx context.Context, id string, discard bool) error {
 
 // Shutdown stops every sandbox; the workspaces stay on disk.
 func (m *Manager) Shutdown() {
+	if m.pool != nil {
+		m.pool.Close()
+	}
 	m.mu.Lock()
 	ws := make([]*Workspace, 0, len(m.open))
 	for _, w := range m.open {

@@ -15,8 +15,9 @@ const quotaInterval = 250 * time.Millisecond
 // flood of empty files meets the quota too.
 const minFileCharge = 4096
 
-// watchQuota measures the workspace's writable layer while programs run
-// and kills them all when it holds more than the quota.
+// watchQuota measures the workspace's writable layer while its sandbox
+// runs (a program's background children may write after it ends) and,
+// over the quota, kills every program of the sandbox.
 func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 	dir := w.UpperDir()
 	if dir == "" {
@@ -31,22 +32,16 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		case <-t.C:
 		}
 		w.mu.Lock()
-		quota, n := w.quota, len(w.procs)
+		quota := w.quota
 		w.mu.Unlock()
-		if n == 0 || quota <= 0 {
-			continue
-		}
 		if used := diskUsage(dir, quota); used > quota {
 			w.m.log.Warn("disk quota exceeded; killing the workspace's programs", "workspace", w.id, "used_bytes", used, "quota_bytes", quota)
 			w.mu.Lock()
-			procs := make([]*Proc, 0, len(w.procs))
 			for p := range w.procs {
-				procs = append(procs, p)
+				p.setReason("killed: disk quota exceeded")
 			}
 			w.mu.Unlock()
-			for _, p := range procs {
-				p.kill("killed: disk quota exceeded")
-			}
+			_ = sb.KillAll()
 		}
 	}
 }

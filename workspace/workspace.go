@@ -30,7 +30,7 @@ type Workspace struct {
 	sb      *sandbox.Sandbox
 	network sandbox.Network
 	procs   map[*Proc]struct{}
-	quota   int64 // bytes the upper layer may hold while procs run
+	quota   int64 // bytes the writable layer may hold (the smallest diskBytes asked)
 	closed  bool
 }
 
@@ -127,7 +127,11 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 	case protocol.WorkspaceModeDirect:
 		cfg.Mode, cfg.Project = sandbox.ModeDirect, w.root
 	}
-	sb, err := sandbox.Start(ctx, cfg)
+	start := sandbox.Start
+	if w.m.pool != nil {
+		start = w.m.pool.Start
+	}
+	sb, err := start(ctx, cfg)
 	if err != nil {
 		var le *sandbox.LayerError
 		if errors.As(err, &le) {
@@ -160,7 +164,7 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	p := &Proc{Process: sp, w: w}
 	w.mu.Lock()
 	w.procs[p] = struct{}{}
-	if q := spec.Limits.DiskBytes; q > 0 && (w.quota == 0 || q < w.quota) {
+	if q := spec.Limits.DiskBytes; q > 0 && q < w.quota {
 		w.quota = q
 	}
 	w.mu.Unlock()
@@ -179,9 +183,6 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		<-sp.Exited()
 		w.mu.Lock()
 		delete(w.procs, p)
-		if len(w.procs) == 0 {
-			w.quota = 0
-		}
 		w.mu.Unlock()
 	}()
 	return p, nil
@@ -197,12 +198,16 @@ func (p *Proc) Wait() (ProcStatus, error) {
 
 // kill kills the program's tree, recording why.
 func (p *Proc) kill(reason string) {
+	p.setReason(reason)
+	_ = p.Process.SignalTree(syscall.SIGKILL)
+}
+
+func (p *Proc) setReason(reason string) {
 	p.mu.Lock()
 	if p.reason == "" {
 		p.reason = reason
 	}
 	p.mu.Unlock()
-	_ = p.Process.SignalTree(syscall.SIGKILL)
 }
 
 // stop closes the sandbox (every process goes) and keeps the files.

@@ -1,4 +1,4 @@
-//go:build cellboxbench && linux
+//go:build linux
 
 package main
 
@@ -44,14 +44,14 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%8.2f ms", float64(d)/float64(time.Millisecond)) }
 
-// printRow prints one series as a table row, indented by depth.
+// printRow prints one series as a table row, its name after indent.
 func printRow(w io.Writer, s *series, indent string) {
 	m := s.summary()
-	fmt.Fprintf(w, "  %-58s %s %s %s %s\n", indent+s.name, ms(m.p50), ms(m.p90), ms(m.min), ms(m.mean))
+	fmt.Fprintf(w, "  %-64s %s %s %s %s\n", indent+s.name, ms(m.p50), ms(m.p90), ms(m.min), ms(m.mean))
 }
 
 func printHeader(w io.Writer) {
-	fmt.Fprintf(w, "  %-58s %11s %11s %11s %11s\n", "", "p50", "p90", "min", "mean")
+	fmt.Fprintf(w, "  %-64s %11s %11s %11s %11s\n", "", "p50", "p90", "min", "mean")
 }
 
 // printRatio prints a/b at p50 and p90 against an aim (a/b at most aim).
@@ -63,7 +63,7 @@ func printRatio(w io.Writer, what string, a, b *series, aim float64) {
 	if r50 > aim {
 		verdict = "MISSED"
 	}
-	fmt.Fprintf(w, "  %-58s p50 %5.2fx   p90 %5.2fx   (aim <= %.1fx at p50: %s)\n", what, r50, r90, aim, verdict)
+	fmt.Fprintf(w, "  %-64s p50 %5.2fx   p90 %5.2fx   (aim <= %.1fx at p50: %s)\n", what, r50, r90, aim, verdict)
 }
 
 // printUnder prints a series' p50 and p90 against an absolute aim.
@@ -73,6 +73,6 @@ func printUnder(w io.Writer, what string, s *series, aim time.Duration) {
 	if m.p50 >= aim {
 		verdict = "MISSED"
 	}
-	fmt.Fprintf(w, "  %-58s p50 %.2f ms   p90 %.2f ms   (aim < %v at p50: %s)\n", what,
+	fmt.Fprintf(w, "  %-64s p50 %.2f ms   p90 %.2f ms   (aim < %v at p50: %s)\n", what,
 		float64(m.p50)/float64(time.Millisecond), float64(m.p90)/float64(time.Millisecond), aim, verdict)
 }

@@ -72,7 +72,7 @@ func runExec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root, _ := filepath.Abs(cfg.root)
 	stateDir, _ := filepath.Abs(cfg.stateDir)
 	log, _ := newLogger(stderr, "warn", "text")
-	m, err := workspace.NewManager(workspace.Options{StateDir: stateDir, Logger: log})
+	m, err := workspace.NewManager(workspace.Options{StateDir: stateDir, Logger: log, NoPool: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "cellbox exec: %v\n", err)
 		return 1

@@ -112,15 +112,39 @@ func TestDaemonKilledLeavesNoSandbox(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The sleep's parent is the sandbox's spawner, whose parent is its init.
+	sleepPid := pgrep(marker)[0]
+	spawner := ppid(t, sleepPid)
+	init := ppid(t, spawner)
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	deadline = time.Now().Add(10 * time.Second)
-	initMark := "cellbox-sandbox:init " + ws.WorkspaceID
-	for len(pgrep(marker)) > 0 || len(pgrep(initMark)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox processes outlived the killed daemon: %v", pgrep(marker))
+	for _, pid := range []string{sleepPid, spawner, init} {
+		for exists(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox process %s outlived the killed daemon", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func ppid(t *testing.T, pid string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return f[1]
+}
+
+func exists(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return f[0] != "Z"
 }
 
 // pgrep lists host pids whose command line starts with prefix.

@@ -37,25 +37,19 @@ const (
 // initConfig is Config plus what the daemon tells the init about itself.
 type initConfig struct {
 	Config
-	// IDMappedLower: the daemon sends the project as an idmapped mount fd
-	// (a root daemon) over the control socket.
-	IDMappedLower bool `json:"idmappedLower"`
-	// FDs are inherited descriptors of detached clones (open_tree) of the
-	// host directories a root daemon's sandbox binds: its root is a range id
-	// that may not be able to walk to them by path (for example below
-	// /root). Keys: tree:layers (the directory holding the upper and work
-	// directories), tree:scratch, tree:ro:PATH.
-	FDs map[string]int `json:"fds"`
+	// Trees name the detached mounts (open_tree clones) a root daemon sends
+	// after the config, in one "trees" message, in this order: its sandbox's
+	// root is a range id that may not be able to walk to the host
+	// directories by path (for example below /root). Names: layers (the
+	// directory of the upper and work directories), scratch, ro:PATH, and
+	// lower (the project, idmapped).
+	Trees []string `json:"trees,omitempty"`
+
+	trees map[string]*os.File // received
 }
 
-// tree returns the inherited detached mount named name, or nil.
-func (ic *initConfig) tree(name string) *os.File {
-	n, ok := ic.FDs["tree:"+name]
-	if !ok {
-		return nil
-	}
-	return os.NewFile(uintptr(n), name)
-}
+// tree returns the detached mount named name, or nil.
+func (ic *initConfig) tree(name string) *os.File { return ic.trees[name] }
 
 func init() {
 	register(entryInit, initMain)
@@ -76,26 +70,7 @@ func initMain([]string) int {
 	// Code in the sandbox runs as the same host uid as this process; it
 	// must not be able to kill it (pid 1 ignores default-action signals,
 	// but the Go runtime installs handlers for some).
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
-		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM, syscall.SIGPROF)
-
-	var cfg initConfig
-	cf := os.NewFile(initConfigFD, "config")
-	if err := json.NewDecoder(io.LimitReader(cf, maxMsgBytes)).Decode(&cfg); err != nil {
-		return fail(fmt.Errorf("read config: %w", err))
-	}
-	cf.Close()
-
-	var lower *os.File
-	if cfg.Mode != ModeScratch && cfg.IDMappedLower {
-		m, files, err := ctl.recv()
-		if err != nil || m.Op != "lower" || len(files) != 1 {
-			closeAll(files)
-			return fail(fmt.Errorf("receive the idmapped project mount: %v (op %v)", err, opOf(m)))
-		}
-		lower = files[0]
-	}
+	ignoreSignals()
 
 	// This process sees the host's /proc until it mounts one of its own pid
 	// namespace, which starting a process in a new user namespace needs
@@ -120,9 +95,34 @@ func initMain([]string) int {
 	if err != nil {
 		return fail(err)
 	}
+	// A pooled init waits here, its spawner started, until the daemon has a
+	// workspace for it.
+	var cfg initConfig
+	cf := os.NewFile(initConfigFD, "config")
+	if err := json.NewDecoder(io.LimitReader(cf, maxMsgBytes)).Decode(&cfg); err != nil {
+		sp.Process.Kill()
+		if errors.Is(err, io.EOF) {
+			return 0 // the daemon let this pooled init go
+		}
+		return fail(fmt.Errorf("read config: %w", err))
+	}
+	cf.Close()
+	cfg.trees = map[string]*os.File{}
+	if len(cfg.Trees) > 0 {
+		m, files, err := ctl.recv()
+		if err != nil || m.Op != "trees" || len(files) != len(cfg.Trees) {
+			closeAll(files)
+			sp.Process.Kill()
+			return fail(fmt.Errorf("receive the project's mounts: %v (op %v, %d of %d)", err, opOf(m), len(files), len(cfg.Trees)))
+		}
+		for i, name := range cfg.Trees {
+			cfg.trees[name] = files[i]
+		}
+	}
+	lower := cfg.tree("lower")
 	layers, err := buildRoot(&cfg, lower)
-	if lower != nil {
-		lower.Close()
+	for _, f := range cfg.trees {
+		f.Close()
 	}
 	if err != nil {
 		sp.Process.Kill()
@@ -136,6 +136,15 @@ func initMain([]string) int {
 	return reap(ctl, sp.Process.Pid)
 }
 
+// ignoreSignals ignores every signal a sandbox's code could send to stop
+// or end the process.
+func ignoreSignals() {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
+		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM,
+		syscall.SIGPROF, syscall.SIGCONT, syscall.SIGWINCH, syscall.SIGURG, syscall.SIGIO, syscall.SIGPWR, syscall.SIGSYS)
+}
+
 func opOf(m *msg) string {
 	if m == nil {
 		return "none"
@@ -145,9 +154,11 @@ func opOf(m *msg) string {
 
 // startSpawner starts the spawner in a user namespace nested in this one,
 // where the sandbox user (SandboxUID) is this namespace's root, the owner
-// of the project's files. It keeps CAP_SYS_RESOURCE (to cap namespace
-// creation in its own namespace) and CAP_SETPCAP (to empty its bounding
-// set) across exec, and drops them itself.
+// of the project's files, and as pid 1 of a pid namespace of its own,
+// which every program joins. It keeps CAP_SYS_RESOURCE (to cap namespace
+// creation in its own namespace), CAP_SETPCAP (to empty its bounding set)
+// and CAP_SYS_ADMIN (to mount its pid namespace's proc) across exec, and
+// drops them itself.
 func startSpawner(goR *os.File) (*exec.Cmd, error) {
 	cmd := exec.Command(selfExe)
 	cmd.Args = []string{argv0Prefix + entrySpawner}
@@ -155,11 +166,11 @@ func startSpawner(goR *os.File) (*exec.Cmd, error) {
 	cmd.Stderr = os.Stderr
 	cmd.ExtraFiles = []*os.File{os.NewFile(initSpawnerFD, "spawner"), goR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 unix.CLONE_NEWUSER,
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWPID,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxUID, HostID: 0, Size: 1}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: SandboxGID, HostID: 0, Size: 1}},
 		GidMappingsEnableSetgroups: false,
-		AmbientCaps:                []uintptr{unix.CAP_SYS_RESOURCE, unix.CAP_SETPCAP},
+		AmbientCaps:                []uintptr{unix.CAP_SYS_RESOURCE, unix.CAP_SETPCAP, unix.CAP_SYS_ADMIN},
 		Pdeathsig:                  syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {

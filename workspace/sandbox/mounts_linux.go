@@ -85,7 +85,7 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 	}
 
 	// Read-only system directories.
-	if err := bind("/usr", in("usr"), true); err != nil {
+	if err := bind("/usr", in("usr"), false); err != nil {
 		return nil, err
 	}
 	for _, name := range topLinks {
@@ -106,7 +106,7 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 			if err := os.Mkdir(in(name), 0o755); err != nil {
 				return nil, fmt.Errorf("mkdir %s: %w", name, err)
 			}
-			if err := bind(host, in(name), true); err != nil {
+			if err := bind(host, in(name), false); err != nil {
 				return nil, err
 			}
 		}
@@ -121,7 +121,7 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 		if err := mkTarget(in(p), true); err != nil {
 			return nil, err
 		}
-		if err := bindOrAttach(tree, p, in(p), true); err != nil {
+		if err := bindOrAttach(tree, p, in(p), false); err != nil {
 			return nil, err
 		}
 	}
@@ -144,9 +144,18 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 		if err := mkTarget(in("etc/"+name), fi.IsDir()); err != nil {
 			return nil, err
 		}
-		if err := bind(host, in("etc/"+name), true); err != nil {
+		if err := bind(host, in("etc/"+name), false); err != nil {
 			return nil, err
 		}
+	}
+
+	// Everything so far is read-only, the root with it, in one call; the
+	// writable places are mounted on top afterwards. (Making a bind
+	// read-only keeps the nosuid, nodev and noexec of its source: a user
+	// namespace may not drop them.)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, root, unix.AT_RECURSIVE, &attr); err != nil {
+		return nil, fmt.Errorf("make the sandbox's system directories read-only: %w", err)
 	}
 
 	// /proc of the sandbox's pid namespace.
@@ -229,9 +238,6 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 	if err := unix.Chdir("/"); err != nil {
 		return nil, fmt.Errorf("chdir /: %w", err)
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return nil, fmt.Errorf("make the sandbox root read-only: %w", err)
-	}
 	return layers, nil
 }
 
@@ -258,7 +264,7 @@ func mountWorkspace(ic *initConfig, lower *os.File, root, target string, layers 
 	if filepath.Dir(cfg.Work) != stateDir {
 		return fmt.Errorf("overlay upper %s and work %s must be in one directory", cfg.Upper, cfg.Work)
 	}
-	stage := filepath.Join(root, ".layers")
+	stage := filepath.Join(root, "dev", ".layers") // the root is read-only by now; /dev is not
 	for _, d := range []string{"state", "lower"} {
 		if err := os.MkdirAll(filepath.Join(stage, d), 0o700); err != nil {
 			return fmt.Errorf("mkdir the overlay staging directory: %w", err)

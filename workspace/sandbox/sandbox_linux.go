@@ -57,28 +57,38 @@ type Process struct {
 // cfg.Network is host) network namespaces, and returns when the spawner is
 // ready. A root daemon maps the sandbox to unprivileged host ids and shows
 // it the project through an idmapped mount; an ordinary user's daemon maps
-// the sandbox's root to itself.
-func Start(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
+// the sandbox's root to itself. A Pool starts the processes ahead of time.
+func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
+	l, err := launch(cfg.Network)
+	if err != nil {
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	return l.configure(ctx, cfg)
+}
+
+// launched is a sandbox's init (and the spawner it starts at once), waiting
+// for its config: the part of building a sandbox that does not depend on
+// the workspace, and the slow part (two processes and their runtimes).
+type launched struct {
+	network Network
+	ids     idMaps
+	cmd     *exec.Cmd
+	cfgW    *os.File
+	ctl, sp *msgConn
+	stderr  *capBuffer
+}
+
+func launch(network Network) (_ *launched, err error) {
 	if _, ok := os.LookupEnv(ReexecEnv); ok {
 		return nil, errEntryNotHandled
 	}
-	if cfg.Mode == "" {
-		cfg.Mode = ModeOverlay
-	}
-	if cfg.Network == "" {
-		cfg.Network = NetworkNone
+	if network == "" {
+		network = NetworkNone
 	}
 	ids, err := hostIDs()
 	if err != nil {
 		return nil, err
 	}
-
 	var cleanups []func()
 	defer func() {
 		if err != nil {
@@ -105,57 +115,15 @@ func Start(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
 
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
 		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-	if cfg.Network != NetworkHost {
+	if network != NetworkHost {
 		flags |= unix.CLONE_NEWNET
 	}
-	// The directories the sandbox uses, opened here: the sandbox's root may
-	// not be able to walk to them by path.
-	fds := map[string]int{}
-	extra := []*os.File{cfgR, ctlC, spC}
-	// A root daemon's sandbox reaches host directories through detached
-	// clones of their mounts (open_tree) made here.
-	clone := func(name, path string) error {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("open_tree %s: %w", path, err)
-		}
-		f := os.NewFile(uintptr(fd), name)
-		cleanups = append(cleanups, func() { f.Close() })
-		fds["tree:"+name] = 3 + len(extra)
-		extra = append(extra, f)
-		return nil
-	}
-	for _, p := range cfg.ReadOnly {
-		if !strings.HasPrefix(p, "/") {
-			return nil, fmt.Errorf("read-only bind %q is not an absolute path", p)
-		}
-		if ids.root {
-			if _, err := os.Stat(p); err == nil {
-				if err := clone("ro:"+p, p); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	if ids.root {
-		var err error
-		switch cfg.Mode {
-		case ModeScratch:
-			err = clone("scratch", cfg.Scratch)
-		case ModeOverlay:
-			err = clone("layers", filepath.Dir(cfg.Upper))
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-
-	stderr := &capBuffer{max: 4096}
+	l := &launched{network: network, ids: ids, cfgW: cfgW, stderr: &capBuffer{max: 4096}}
 	cmd := exec.Command(selfExe)
-	cmd.Args = []string{argv0Prefix + entryInit + " " + cfg.ID}
+	cmd.Args = []string{argv0Prefix + entryInit}
 	cmd.Env = []string{ReexecEnv + "=" + entryInit, "GORACE=atexit_sleep_ms=0"}
-	cmd.Stderr = stderr
-	cmd.ExtraFiles = extra
+	cmd.Stderr = l.stderr
+	cmd.ExtraFiles = []*os.File{cfgR, ctlC, spC}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:                 flags,
 		UidMappings:                ids.uid,
@@ -175,37 +143,115 @@ func Start(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, &LayerError{Layer: "userNamespaces", Reason: fmt.Sprintf("start the sandbox init: %v", err)}
 	}
+	l.cmd = cmd
 	cleanups = append(cleanups, func() { cmd.Process.Kill(); cmd.Wait() })
 	cfgR.Close()
 	ctlC.Close()
 	spC.Close()
-
-	s := &Sandbox{cfg: cfg, init: cmd, stderr: stderr, done: make(chan struct{}), procs: make(map[uint64]*Process)}
-	if s.ctl, err = newMsgConn(ctlP); err != nil {
+	if l.ctl, err = newMsgConn(ctlP); err != nil {
 		return nil, err
 	}
-	if s.sp, err = newMsgConn(spP); err != nil {
+	if l.sp, err = newMsgConn(spP); err != nil {
+		l.ctl.close()
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { s.ctl.close(); s.sp.close() })
+	return l, nil
+}
 
-	ic := initConfig{Config: cfg, IDMappedLower: ids.root && cfg.Mode != ModeScratch, FDs: fds}
-	if err := json.NewEncoder(cfgW).Encode(ic); err != nil {
+// kill ends a launched init that will not be used.
+func (l *launched) kill() {
+	l.cfgW.Close()
+	l.ctl.close()
+	l.sp.close()
+	_ = l.cmd.Process.Kill()
+	_ = l.cmd.Wait()
+}
+
+// configure sends the init its config and the host directories it needs,
+// and waits until the root is built and the spawner is ready.
+func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer func() {
+		if err != nil {
+			l.kill()
+		}
+	}()
+	if cfg.Mode == "" {
+		cfg.Mode = ModeOverlay
+	}
+	if cfg.Network == "" {
+		cfg.Network = NetworkNone
+	}
+	if cfg.Network != l.network {
+		return nil, fmt.Errorf("sandbox launched for network %s, asked for %s", l.network, cfg.Network)
+	}
+	for _, p := range cfg.ReadOnly {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("read-only bind %q is not an absolute path", p)
+		}
+	}
+
+	// A root daemon's sandbox is a range id that may not be able to walk to
+	// the host directories it binds (for example below /root): it gets
+	// detached clones of their mounts (open_tree), and the project as an
+	// idmapped clone.
+	var names []string
+	var files []*os.File
+	defer func() { closeAll(files) }()
+	clone := func(name, path string) error {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("open_tree %s: %w", path, err)
+		}
+		names, files = append(names, name), append(files, os.NewFile(uintptr(fd), name))
+		return nil
+	}
+	if l.ids.root {
+		for _, p := range cfg.ReadOnly {
+			if _, err := os.Stat(p); err == nil {
+				if err := clone("ro:"+p, p); err != nil {
+					return nil, err
+				}
+			}
+		}
+		switch cfg.Mode {
+		case ModeScratch:
+			err = clone("scratch", cfg.Scratch)
+		case ModeOverlay:
+			err = clone("layers", filepath.Dir(cfg.Upper))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Mode != ModeScratch {
+			tree, err := idmappedTree(cfg.Project, l.cmd.Process.Pid, l.ids)
+			if err != nil {
+				return nil, err
+			}
+			names, files = append(names, "lower"), append(files, tree)
+		}
+	}
+
+	if err := json.NewEncoder(l.cfgW).Encode(initConfig{Config: cfg, Trees: names}); err != nil {
 		return nil, fmt.Errorf("send the sandbox config: %w", err)
 	}
-	cfgW.Close()
-	if ic.IDMappedLower {
-		tree, err := idmappedTree(cfg.Project, cmd.Process.Pid, ids)
-		if err != nil {
-			return nil, err
+	l.cfgW.Close()
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
 		}
-		err = s.ctl.send(&msg{Op: "lower"}, int(tree.Fd()))
-		tree.Close()
-		if err != nil {
+		if err := l.ctl.send(&msg{Op: "trees"}, fds...); err != nil {
 			return nil, err
 		}
 	}
 
+	s := &Sandbox{cfg: cfg, init: l.cmd, ctl: l.ctl, sp: l.sp, stderr: l.stderr, done: make(chan struct{}), procs: make(map[uint64]*Process)}
 	// Wait for the init's "built" and the spawner's "ready".
 	type result struct {
 		m   *msg
@@ -228,7 +274,7 @@ func Start(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
 			}
 			ready = r.m
 		case <-ctx.Done():
-			return nil, fmt.Errorf("build the sandbox: %w (init stderr: %s)", ctx.Err(), strings.TrimSpace(stderr.String()))
+			return nil, fmt.Errorf("build the sandbox: %w (init stderr: %s)", ctx.Err(), strings.TrimSpace(l.stderr.String()))
 		}
 	}
 	if built.Layers != nil {
@@ -396,7 +442,21 @@ func (s *Sandbox) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 		p.Pid = r.Pid
 		return p, nil
 	case <-p.exited:
-		return nil, fmt.Errorf("spawn %s: %w", spec.Argv[0], p.err)
+		// A program that ran and ended at once: its "started" came first.
+		select {
+		case r := <-p.started:
+			if r.Err == "" {
+				p.Pid = r.Pid
+				return p, nil
+			}
+			return nil, fmt.Errorf("spawn %s: %s", spec.Argv[0], r.Err)
+		default:
+		}
+		err := p.err
+		if err == nil {
+			err = ErrClosed
+		}
+		return nil, fmt.Errorf("spawn %s: %w", spec.Argv[0], err)
 	case <-ctx.Done():
 		// It may still start; make sure it does not run unseen.
 		go func() {
@@ -415,6 +475,10 @@ func (s *Sandbox) forget(id uint64) {
 	delete(s.procs, id)
 	s.mu.Unlock()
 }
+
+// KillAll kills every program of the sandbox and everything they started,
+// tracked or not; the sandbox stays up.
+func (s *Sandbox) KillAll() error { return s.sp.send(&msg{Op: "killall"}) }
 
 // Close kills every process of the sandbox and waits until they are gone.
 // The sandbox's files (the overlay's upper layer) stay on disk.

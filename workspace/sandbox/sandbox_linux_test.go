@@ -254,6 +254,19 @@ func TestSandboxSpawnFeatures(t *testing.T) {
 			t.Fatalf("open fds in the sandbox: %q", out)
 		}
 	})
+	t.Run("own pid namespace", func(t *testing.T) {
+		out, _ := sh(t, s, `echo $$ $(cut -d' ' -f1 /proc/self/stat) $(cut -d' ' -f4 /proc/$$/stat)`)
+		f := strings.Fields(out)
+		if len(f) != 3 || f[2] != "1" || f[0] == "1" {
+			t.Fatalf("pid, /proc/self pid, ppid = %q; want the shell's parent to be pid 1 (the spawner)", out)
+		}
+	})
+	t.Run("signals cannot stop the spawner", func(t *testing.T) {
+		sh(t, s, "kill -STOP 1; kill -TERM 1; kill -KILL 1; kill -9 -1; true")
+		if out, st := sh(t, s, "echo alive"); out != "alive\n" || st.Code != 0 {
+			t.Fatalf("after signals to pid 1: %q %v", out, st)
+		}
+	})
 	t.Run("spawn errors", func(t *testing.T) {
 		if _, err := s.Spawn(context.Background(), Spec{Argv: []string{"no-such-program"}}); err == nil || !strings.Contains(err.Error(), "not found") {
 			t.Fatalf("missing program: %v", err)

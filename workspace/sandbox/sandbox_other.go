@@ -22,6 +22,7 @@ func Start(context.Context, Config) (*Sandbox, error) { return nil, ErrLinuxOnly
 
 func (s *Sandbox) Spawn(context.Context, Spec) (*Process, error) { return nil, ErrLinuxOnly }
 func (s *Sandbox) Close() error                                  { return nil }
+func (s *Sandbox) KillAll() error                                { return ErrLinuxOnly }
 func (s *Sandbox) Layers() Layers                                { return Layers{} }
 func (s *Sandbox) InitPID() int                                  { return 0 }
 func (s *Sandbox) Err() error                                    { return ErrLinuxOnly }
@@ -37,3 +38,10 @@ func signalName(s syscall.Signal) string           { return s.String() }
 
 // Mapped is true: there are no sandboxes here.
 func Mapped(uid, gid, ownerUID, ownerGID int) bool { return true }
+
+// Pool is a pool of nothing: sandboxes need Linux.
+type Pool struct{}
+
+func NewPool() *Pool                                                    { return &Pool{} }
+func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) { return nil, ErrLinuxOnly }
+func (p *Pool) Close()                                                  {}

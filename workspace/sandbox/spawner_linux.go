@@ -40,11 +40,17 @@ const prlimitPath = "/usr/bin/prlimit"
 type spawner struct {
 	conn *msgConn
 
-	mu    sync.Mutex // guards procs
-	procs map[uint64]*exec.Cmd
+	mu     sync.Mutex     // guards the fields below
+	procs  map[uint64]int // id -> pid of the programs it started
+	byPid  map[int]uint64 // and back
+	kicked chan struct{}  // a program was started (wakes the reaper)
 }
 
 func spawnerMain([]string) int {
+	// Pid 1 of its namespace gets only the signals it handles; the Go
+	// runtime handles many, so ignore them (SIGKILL and SIGSTOP from inside
+	// the namespace never reach a pid 1).
+	ignoreSignals()
 	// Programs inherit the credentials, no_new_privs and Landlock domain of
 	// the thread that forks them, so this goroutine keeps one thread, locks
 	// it down, and starts every program from it (serve runs here too).
@@ -59,6 +65,10 @@ func spawnerMain([]string) int {
 	_, _ = io.Copy(io.Discard, goR)
 	goR.Close()
 
+	if err := innerProc(); err != nil {
+		_ = conn.send(&msg{Op: "error", Err: err.Error()})
+		return 1
+	}
 	layers, err := lockDown()
 	if err != nil {
 		_ = conn.send(&msg{Op: "error", Err: err.Error()})
@@ -71,8 +81,26 @@ func spawnerMain([]string) int {
 	if err := conn.send(&msg{Op: "ready", Layers: layers}); err != nil {
 		return 1
 	}
-	s := &spawner{conn: conn, procs: make(map[uint64]*exec.Cmd)}
+	s := &spawner{conn: conn, procs: make(map[uint64]int), byPid: make(map[int]uint64), kicked: make(chan struct{}, 1)}
+	go s.reap()
 	return s.serve()
+}
+
+// innerProc gives this thread (the one that starts programs) a mount
+// namespace of its own with a proc of the spawner's pid namespace, so that
+// programs see their own pids. The spawner is that namespace's pid 1: code
+// in the sandbox cannot SIGKILL or SIGSTOP it, and orphans come to it.
+func innerProc() error {
+	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare the programs' mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make the programs' mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount the programs' proc: %w", err)
+	}
+	return nil
 }
 
 // lockDown applies to the spawner itself what every program must have.
@@ -172,6 +200,10 @@ func (s *spawner) serve() int {
 		case "signal":
 			closeAll(files)
 			s.signal(m)
+		case "killall":
+			closeAll(files)
+			// pid 1 killing -1: every process of the namespace but itself.
+			_ = syscall.Kill(-1, syscall.SIGKILL)
 		default:
 			closeAll(files)
 		}
@@ -244,55 +276,73 @@ func (s *spawner) spawn(m *msg, files []*os.File) {
 			next++
 		}
 	}
+	// The reaper looks a pid up under mu: hold it across Start, so that a
+	// program that ends at once is found.
+	s.mu.Lock()
 	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
 		reply(err)
 		return
 	}
-	s.mu.Lock()
-	s.procs[m.ID] = cmd
-	s.mu.Unlock()
-	started := &msg{Op: "started", ID: m.ID, Pid: cmd.Process.Pid}
+	pid := cmd.Process.Pid
+	s.procs[m.ID] = pid
+	s.byPid[pid] = m.ID
+	// "started" goes out before the reaper (waiting on mu) can say "exited".
+	started := &msg{Op: "started", ID: m.ID, Pid: pid}
 	if master != nil {
 		_ = s.conn.send(started, int(master.Fd()))
 	} else {
 		_ = s.conn.send(started)
 	}
-	go s.wait(m.ID, cmd)
+	s.mu.Unlock()
+	_ = cmd.Process.Release() // the reaper waits for it
+	select {
+	case s.kicked <- struct{}{}:
+	default:
+	}
 }
 
-func (s *spawner) wait(id uint64, cmd *exec.Cmd) {
-	err := cmd.Wait()
-	s.mu.Lock()
-	delete(s.procs, id)
-	s.mu.Unlock()
-	out := &msg{Op: "exited", ID: id}
-	if st := cmd.ProcessState; st != nil {
-		ws := st.Sys().(syscall.WaitStatus)
+// reap is the pid namespace's reaper: it waits for every process, reports
+// the programs it started, and lets orphans go.
+func (s *spawner) reap() {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, 0, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil { // ECHILD: nothing to wait for until a program starts
+			<-s.kicked
+			continue
+		}
+		s.mu.Lock()
+		id, ok := s.byPid[pid]
+		if ok {
+			delete(s.byPid, pid)
+			delete(s.procs, id)
+		}
+		s.mu.Unlock()
+		if !ok {
+			continue // an orphan
+		}
+		out := &msg{Op: "exited", ID: id, Code: ws.ExitStatus(), CPUNs: unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime), MaxRSS: ru.Maxrss * 1024}
 		if ws.Signaled() {
 			out.Code, out.Signal = -1, int(ws.Signal())
-		} else {
-			out.Code = ws.ExitStatus()
 		}
-		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-			out.CPUNs = ru.Utime.Nano() + ru.Stime.Nano()
-			out.MaxRSS = ru.Maxrss * 1024
-		}
-	} else if err != nil {
-		out.Code, out.Err = -1, err.Error()
+		_ = s.conn.send(out)
 	}
-	_ = s.conn.send(out)
 }
 
 // signal sends a signal to a program, or with Tree to its whole session and
 // every process descended from it.
 func (s *spawner) signal(m *msg) {
 	s.mu.Lock()
-	cmd := s.procs[m.ID]
+	pid, ok := s.procs[m.ID]
 	s.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	if !ok {
 		return
 	}
-	pid := cmd.Process.Pid
 	sig := syscall.Signal(m.Signal)
 	if !m.Tree {
 		_ = syscall.Kill(pid, sig)

@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+)
+
+// Pool keeps one sandbox launched ahead of time: an init in its new
+// namespaces, with its spawner started, waiting for a config. Starting a
+// workspace's sandbox from the pool skips creating both processes and
+// starting their runtimes, most of a cold start. Only sandboxes with
+// network none are pooled (the network namespace is chosen when the init
+// is created). Safe for concurrent use.
+type Pool struct {
+	mu      sync.Mutex // guards the fields below
+	next    *launched  // ready to configure, or nil
+	filling bool
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// NewPool returns a pool and starts filling it.
+func NewPool() *Pool {
+	p := &Pool{}
+	p.refill()
+	return p
+}
+
+// Start is Start with a pooled init when one is ready; then it launches the
+// next in the background.
+func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
+	if cfg.Network == NetworkHost {
+		return Start(ctx, cfg)
+	}
+	p.mu.Lock()
+	l := p.next
+	p.next = nil
+	p.mu.Unlock()
+	p.refill()
+	if l != nil {
+		s, err := l.configure(ctx, cfg)
+		if err == nil || ctx.Err() != nil {
+			return s, err
+		}
+		// The pooled init died or failed: one more try, cold, which also
+		// reports a config error as it is.
+	}
+	return Start(ctx, cfg)
+}
+
+// refill launches the next init if none is waiting.
+func (p *Pool) refill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.next != nil || p.filling {
+		return
+	}
+	p.filling = true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		l, err := launch(NetworkNone)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.filling = false
+		if err != nil {
+			return // Start will launch cold and report the error
+		}
+		if p.closed {
+			go l.kill()
+			return
+		}
+		p.next = l
+	}()
+}
+
+// Close ends the waiting init.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	l := p.next
+	p.next = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+	if l != nil {
+		l.kill()
+	}
+}
