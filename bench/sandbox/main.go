@@ -160,7 +160,7 @@ type bench struct {
 	bwrapPre []string // bwrap's arguments before the program
 	warm     *sandbox.Sandbox
 	pool     *sandbox.Pool // as the daemon keeps one
-	next     int // numbers the cold sandboxes' directories
+	next     int           // numbers the cold sandboxes' directories
 
 	cases []*benchCase
 	// by name, for the report
