@@ -23,9 +23,11 @@ test:
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./...
 	$(GO) test -race -count=1 -timeout 20m ./rpc/... ./protocol/...
 
-# Round-trip benchmarks against the real binary (bench/rpc.sh prints them).
+# Benchmarks that print their figures: JSON-RPC round trips against the real
+# binary, and sandbox start and spawn side by side with bubblewrap.
 bench:
 	bash bench/rpc.sh
+	bash bench/sandbox.sh
 
 generate:
 	$(GO) generate ./...
