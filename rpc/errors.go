@@ -60,6 +60,7 @@ func toProtocolError(err error) *protocol.Error {
 		{workspace.ErrLimit, protocol.CodeLimitExceeded},
 		{workspace.ErrSandboxUnavailable, protocol.CodeSandboxUnavailable},
 		{workspace.ErrClosed, protocol.CodeNotFound},
+		{workspace.ErrPathOutside, protocol.CodePathOutsideWorkspace},
 	} {
 		if errors.Is(err, m.err) {
 			return &protocol.Error{Code: m.code, Message: err.Error(), Detail: err.Error()}

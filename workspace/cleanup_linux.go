@@ -21,7 +21,7 @@ func (m *Manager) cleanup() {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.HasPrefix(string(cmdline), "cellbox-sandbox:init ") {
+		if err != nil || !strings.HasPrefix(string(cmdline), "cellbox-sandbox:init") {
 			continue
 		}
 		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")

@@ -19,6 +19,7 @@ func TestImportDirection(t *testing.T) {
 		"pty":               {"workspace", "protocol"},
 		"workspace":         {"workspace/sandbox", "protocol"},
 		"workspace/sandbox": {},
+		"workspace/sandbox/sandboxtest": {},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
 	if err != nil {

@@ -279,6 +279,11 @@ func (s *spawner) spawn(m *msg, files []*os.File) {
 	// The reaper looks a pid up under mu: hold it across Start, so that a
 	// program that ends at once is found.
 	s.mu.Lock()
+	if err := setTag(m.ID); err != nil {
+		s.mu.Unlock()
+		reply(err)
+		return
+	}
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
 		reply(err)
@@ -334,8 +339,56 @@ func (s *spawner) reap() {
 	}
 }
 
-// signal sends a signal to a program, or with Tree to its whole session and
-// every process descended from it.
+// Every process a program starts carries the program's tag: the soft
+// RLIMIT_LOCKS, which the kernel no longer enforces, which fork, exec,
+// setsid and daemonizing all keep, and which the spawner sets on itself
+// just before it forks the program (spawns are serialized on its thread).
+// So "kill the program's tree" finds a double-forked child that left its
+// session and was reparented to the spawner. Code could change its own
+// soft limit to leave the tree; it would only escape a kill in its own
+// sandbox, which killall still reaches.
+const tagBase = 1 << 40
+
+func setTag(id uint64) error {
+	lim := unix.Rlimit{Cur: tagBase + id, Max: unix.RLIM_INFINITY}
+	if err := unix.Setrlimit(unix.RLIMIT_LOCKS, &lim); err != nil {
+		return fmt.Errorf("tag the program (RLIMIT_LOCKS): %w", err)
+	}
+	return nil
+}
+
+// tagged lists the processes carrying program id's tag, from the sandbox's
+// /proc/PID/limits.
+func tagged(id uint64) []int {
+	want := strconv.FormatUint(tagBase+id, 10)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == 1 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/limits")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if strings.HasPrefix(line, "Max file locks") {
+				if f := strings.Fields(line[len("Max file locks"):]); len(f) > 0 && f[0] == want {
+					out = append(out, pid)
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// signal sends a signal to a program, or with Tree to its whole session,
+// every process descended from it, and every process carrying its tag.
 func (s *spawner) signal(m *msg) {
 	s.mu.Lock()
 	pid, ok := s.procs[m.ID]
@@ -348,7 +401,7 @@ func (s *spawner) signal(m *msg) {
 		_ = syscall.Kill(pid, sig)
 		return
 	}
-	for _, p := range descendants(pid) {
+	for _, p := range append(descendants(pid), tagged(m.ID)...) {
 		_ = syscall.Kill(p, sig)
 	}
 	_ = syscall.Kill(-pid, sig) // its process group (= session, from Setsid)

@@ -1,0 +1,1032 @@
+package workspace
+
+// The attack and fault suite of issue 3: each test tries an attack for
+// real, from inside a workspace's sandbox, and checks the outcome the
+// defence promises, precisely enough that the test fails if that defence
+// is removed (each case's defence field says which defence it checks and
+// what removing it would show instead; cases marked control also run on
+// the host, outside any sandbox, to prove it).
+//
+// Run as root and as an unprivileged user:
+//
+//	CGO_ENABLED=0 go test ./workspace/ -run Attack -v
+//	CELLBOX_TEST_USER=cellboxtest CGO_ENABLED=0 go test ./workspace/ -run Attack -v   # as root
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
+)
+
+func TestAttackIdentityAndLayers(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "identity")
+	r := runIn(t, w, protocol.Limits{}, "/bin/sh", "-c", `id; hostname; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status`)
+	out := string(r.Stdout)
+	t.Logf("%s", out)
+	if r.Status.Code != 0 {
+		t.Fatalf("%s\n%s", outcome(r), stderrTail(r))
+	}
+	for _, want := range []string{
+		"uid=1000(cellbox) gid=1000(cellbox) groups=1000(cellbox)", "\ncellbox\n",
+		"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000",
+		"NoNewPrivs:\t1", "Seccomp:\t2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the sandbox user's identity lacks %q", want)
+		}
+	}
+	sb := w.Sandbox()
+	if sb == nil {
+		t.Fatal("no sandbox after a run")
+	}
+	l := sb.Layers()
+	t.Logf("layers: %+v", l)
+	if !l.UserNamespaces || !l.Overlay || !l.PidNamespace || !l.NetworkNamespace || !l.Seccomp || !l.Landlock || l.Network != sandbox.NetworkNone {
+		t.Errorf("layers in force = %+v; want user, pid and network namespaces, overlay, seccomp and landlock", l)
+	}
+}
+
+func TestAttackFilesystem(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "fs")
+	home, _ := os.UserHomeDir()
+	cwd, _ := os.Getwd()
+	probe := func(p string) string {
+		return fmt.Sprintf(`
+p = %q
+try:
+    ents = os.listdir(p) if os.path.isdir(p) else None
+    if not os.path.lexists(p):
+        print("absent")
+    elif ents == []:
+        print("empty")
+    else:
+        print("present", ents)
+except OSError as e:
+    print("errno=" + errno.errorcode[e.errno])
+`, p)
+	}
+	cases := []attackCase{
+		{name: "read /etc/shadow", script: `try_(lambda: open("/etc/shadow").read())`, want: []string{"errno=ENOENT"},
+			defence: "the sandbox's /etc is generated and holds no shadow; EACCES would mean the host's /etc is bound, guarded only by file modes"},
+		{name: "read /etc/shadow through /proc/1/root", script: `try_(lambda: open("/proc/1/root/etc/shadow").read())`, want: []string{"errno=EACCES", "errno=ENOENT"},
+			defence: "the init's root is not the host's, and code is not privileged over the init"},
+		{name: "list /proc/1/root", script: `try_(os.listdir, "/proc/1/root")`, want: []string{"errno=EACCES"},
+			defence: "code runs in a user namespace nested below the init's, so ptrace-mode access to pid 1 is refused"},
+		{name: "read /proc/1/cwd", script: `try_(os.listdir, "/proc/1/cwd")`, want: []string{"errno=EACCES"},
+			defence: "as /proc/1/root"},
+		{name: "state dir absent", script: probe(e.state), want: []string{"absent"}, defence: "pivot_root into a minimal root"},
+		{name: "workspace dir absent", script: probe(w.dir), want: []string{"absent"}, defence: "the overlay's layers are unmounted after the overlay is built"},
+		{name: "project host path absent", script: probe(e.project), want: []string{"absent"}, defence: "pivot_root into a minimal root"},
+		{name: "host home absent or empty", script: probe(home), want: []string{"absent", "empty"}, defence: "pivot_root into a minimal root"},
+		{name: "/root empty", script: probe("/root"), want: []string{"absent", "empty"}, defence: "pivot_root into a minimal root"},
+		{name: "mountinfo names no host path", script: fmt.Sprintf(`
+info = open("/proc/self/mountinfo").read()
+print("leaks" if any(p in info for p in (%q, %q, %q)) else "clean")`, e.state, e.project, w.dir), want: []string{"clean"},
+			defence: "the overlay's layers are staged inside the sandbox root, never named by host path"},
+		{name: "no inherited descriptors", script: `
+open_fds = []
+for f in os.listdir("/proc/self/fd"):
+    try:
+        open_fds.append((int(f), os.readlink("/proc/self/fd/" + f)))
+    except FileNotFoundError:  # listdir's own, closed since
+        pass
+print(sorted(x for x in open_fds if x[0] > 2))`,
+			want: []string{"[]"}, defence: "the spawner marks every descriptor beyond stdio close-on-exec"},
+		{name: "/home holds only the sandbox user", script: `print(sorted(os.listdir("/home")))`, want: []string{"['cellbox']"}, defence: "pivot_root into a minimal root"},
+		{name: "create in /usr", script: `try_(lambda: open("/usr/cellbox-attack", "w"))`, want: []string{"errno=EROFS"},
+			defence: "/usr is a read-only bind (without it: EACCES from file modes or landlock)"},
+		{name: "mkdir in /usr/lib", script: `try_(os.mkdir, "/usr/lib/cellbox-attack")`, want: []string{"errno=EROFS"}, defence: "/usr is a read-only bind"},
+		{name: "create in /etc", script: `try_(lambda: open("/etc/cellbox-attack", "w"))`, want: []string{"errno=EROFS"},
+			defence: "the sandbox root (owned by the sandbox user) is remounted read-only"},
+		{name: "append to /etc/passwd", script: `try_(lambda: open("/etc/passwd", "a").write("evil::0:0::/:/bin/sh\n"))`, want: []string{"errno=EROFS"},
+			defence: "the generated /etc/passwd belongs to the sandbox user; only the read-only root stops the write"},
+		{name: "create in /", script: `try_(lambda: open("/cellbox-attack", "w"))`, want: []string{"errno=EROFS"}, defence: "the sandbox root is read-only"},
+		{name: "open /proc/1/exe", script: `try_(lambda: open("/proc/1/exe", "rb").read(4))`, want: []string{"errno=EACCES"},
+			defence: "no ptrace-mode access to the init (without it: the host's cellbox binary)"},
+		{name: "write /proc/1/exe", script: `try_(lambda: open("/proc/1/exe", "r+b"))`, want: []string{"errno=EACCES"},
+			defence: "no ptrace-mode access to the init (without it: ETXTBSY, or the daemon's binary overwritten)"},
+		{name: "readlink /proc/1/exe", script: `try_(os.readlink, "/proc/1/exe")`, want: []string{"errno=EACCES"}, defence: "as /proc/1/exe"},
+		{name: "read /proc/1/environ", script: `try_(lambda: open("/proc/1/environ", "rb").read())`, want: []string{"errno=EACCES"}, defence: "as /proc/1/exe"},
+	}
+	// The test's directory (the package's, under go test), unless it is
+	// one the sandbox has too.
+	if cwd != "/" && !strings.HasPrefix(cwd+"/", "/usr/") {
+		cases = append(cases, attackCase{name: "test cwd absent or empty", script: probe(cwd), want: []string{"absent", "empty"}, defence: "pivot_root into a minimal root"})
+	}
+	runCases(t, w, cases)
+}
+
+// TestAttackWorkspaceWrites: writes to /workspace land in the upper layer;
+// the project is unchanged.
+func TestAttackWorkspaceWrites(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "writes")
+	r := runIn(t, w, protocol.Limits{}, "/bin/sh", "-c",
+		`set -e; echo changed >> hello.txt; echo new > new.txt; rm gone.txt; mkdir -p deep/er; echo x > deep/er/f; echo more >> sub/data.txt`)
+	if r.Status.Code != 0 {
+		t.Fatalf("%s\n%s", outcome(r), stderrTail(r))
+	}
+	for name, content := range projectFiles {
+		b, err := os.ReadFile(filepath.Join(e.project, name))
+		if err != nil || string(b) != content {
+			t.Errorf("project file %s changed: %q, %v", name, b, err)
+		}
+	}
+	for _, name := range []string{"new.txt", "deep"} {
+		if _, err := os.Lstat(filepath.Join(e.project, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s appeared in the project: %v", name, err)
+		}
+	}
+	upper := w.UpperDir()
+	for name, want := range map[string]string{"hello.txt": "hello\nchanged\n", "new.txt": "new\n", "deep/er/f": "x\n", "sub/data.txt": "data\nmore\n"} {
+		b, err := os.ReadFile(filepath.Join(upper, name))
+		if err != nil || string(b) != want {
+			t.Errorf("upper layer %s = %q, %v; want %q", name, b, err, want)
+		}
+	}
+	// The deletion is a whiteout in the upper layer.
+	fi, err := os.Lstat(filepath.Join(upper, "gone.txt"))
+	if err != nil || fi.Mode()&fs.ModeCharDevice == 0 {
+		t.Errorf("upper layer gone.txt = %v, %v; want a whiteout (character device 0/0)", fi, err)
+	}
+	// And the daemon's view agrees.
+	if b, err := w.ReadFile("hello.txt"); err != nil || string(b) != "hello\nchanged\n" {
+		t.Errorf("ReadFile hello.txt = %q, %v", b, err)
+	}
+	if _, err := w.ReadFile("gone.txt"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadFile of the deleted gone.txt: %v, want not exist", err)
+	}
+}
+
+// TestAttackSymlinkDaemonRead: symlinks made in the sandbox cannot make
+// the daemon's file access read a host file.
+func TestAttackSymlinkDaemonRead(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "symlinks")
+	r := runIn(t, w, protocol.Limits{}, "/bin/sh", "-c", strings.Join([]string{
+		"set -e",
+		"ln -s /etc/shadow shadow",
+		"ln -s /etc/passwd passwd",
+		"ln -s ../../../../etc/passwd up-passwd",
+		"ln -s ../../../../etc/shadow up-shadow",
+		"ln -s / rootlink",
+		"ln -s /proc/self/root/etc/shadow magic",
+		"ln -s " + e.project + "/hello.txt hostpath",
+		"mkdir -p etc && echo sandbox-made > etc/passwd",
+		"mkfifo fifo",
+	}, "; "))
+	if r.Status.Code != 0 {
+		t.Fatalf("%s\n%s", outcome(r), stderrTail(r))
+	}
+	hostShadow, _ := os.ReadFile("/etc/shadow")
+	hostPasswd, _ := os.ReadFile("/etc/passwd")
+	isHost := func(b []byte) bool {
+		return len(b) > 0 && (bytes.Equal(b, hostShadow) || bytes.Equal(b, hostPasswd))
+	}
+	tests := []struct {
+		path string
+		// want: the error it must fail with (nil: must read wantBody).
+		want     error
+		wantBody string
+	}{
+		{"shadow", fs.ErrNotExist, ""},              // resolved in /workspace: no etc/shadow there
+		{"up-shadow", fs.ErrNotExist, ""},           // ".." stops at /workspace
+		{"magic", fs.ErrNotExist, ""},               // /proc/self/root is /workspace/proc/..., absent
+		{"rootlink/etc/shadow", fs.ErrNotExist, ""}, // a link to / is /workspace
+		{"hostpath", fs.ErrNotExist, ""},            // the host path of the project, inside /workspace
+		{"passwd", nil, "sandbox-made\n"},           // /etc/passwd is /workspace/etc/passwd
+		{"up-passwd", nil, "sandbox-made\n"},
+		{"fifo", ErrInvalid, ""}, // not read (would block the daemon)
+		{"/etc/passwd", ErrPathOutside, ""},
+		{"/etc/shadow", ErrPathOutside, ""},
+		{"../../../../etc/passwd", ErrPathOutside, ""},
+		{"sub/../../etc/passwd", ErrPathOutside, ""},
+		{"..", ErrPathOutside, ""},
+		{"hello.txt", nil, "hello\n"}, // control: an ordinary read works
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			done := make(chan struct{})
+			var b []byte
+			var err error
+			go func() { b, err = w.ReadFile(tt.path); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("ReadFile(%q) blocked", tt.path)
+			}
+			t.Logf("ReadFile(%q) = %q, %v", tt.path, b, err)
+			if isHost(b) {
+				t.Fatalf("ReadFile(%q) read the host's file", tt.path)
+			}
+			if tt.want != nil {
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("ReadFile(%q) = %q, %v; want an error wrapping %v", tt.path, b, err, tt.want)
+				}
+				return
+			}
+			if err != nil || string(b) != tt.wantBody {
+				t.Fatalf("ReadFile(%q) = %q, %v; want %q", tt.path, b, err, tt.wantBody)
+			}
+		})
+	}
+}
+
+func TestAttackSyscalls(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "syscalls")
+	cases := []attackCase{
+		{name: "ptrace attach pid 1", script: `sc(101, 16, 1, 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp; the nested user namespace too"},
+		{name: "ptrace attach own child", control: true, script: `
+pid = os.fork()
+if pid == 0:
+    import time; time.sleep(10); os._exit(0)
+sc(101, 16, pid, 0, 0)
+os.kill(pid, 9)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: ok 0, same uid)"},
+		{name: "process_vm_readv pid 1", script: `sc(310, 1, 0, 0, 0, 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp; the nested user namespace too"},
+		{name: "process_vm_readv own child", control: true, script: `
+pid = os.fork()
+if pid == 0:
+    import time; time.sleep(10); os._exit(0)
+sc(310, pid, 0, 0, 0, 0, 0)
+os.kill(pid, 9)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: ok 0, same uid)"},
+		{name: "mount tmpfs", script: `sc(165, b"none", b"/tmp", b"tmpfs", 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "umount /workspace", script: `sc(166, b"/workspace", 2)`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "fsopen", script: `sc(430, b"tmpfs", 0)`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "open_tree clone", script: `sc(428, -100, b"/workspace", 1)`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "pivot_root", script: `sc(155, b"/tmp", b"/tmp")`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "unshare user", script: `sc(272, 0x10000000)`, want: []string{"errno=EPERM", "errno=ENOSPC"},
+			defence: "seccomp (EPERM); max_user_namespaces=0 in the nested user namespace (ENOSPC)"},
+		{name: "unshare mount", script: `sc(272, 0x00020000)`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "unshare net", script: `sc(272, 0x40000000)`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "unshare command", script: `
+import subprocess
+r = subprocess.run(["unshare", "-Ur", "true"], capture_output=True, text=True)
+print("exit", r.returncode, "EPERM" if "Operation not permitted" in r.stderr else "ENOSPC" if "No space left" in r.stderr else r.stderr.strip())`,
+			want: []string{"exit 1 EPERM", "exit 1 ENOSPC"}, defence: "seccomp; max_user_namespaces=0"},
+		{name: "clone new user namespace", script: `sc(56, 0x10000000 | 17, 0, 0, 0, 0)`, want: []string{"errno=EPERM", "errno=ENOSPC"},
+			defence: "seccomp's clone flag test (EPERM); max_user_namespaces=0 (ENOSPC)"},
+		{name: "clone3", control: true, script: `sc(435, 0, 0)`, want: []string{"errno=ENOSYS"}, defence: "seccomp answers ENOSYS (without it: EINVAL)"},
+		{name: "setns own user namespace", control: true, script: `sc(308, os.open("/proc/self/ns/user", os.O_RDONLY), 0)`, want: []string{"errno=EPERM"},
+			defence: "seccomp (without it: EINVAL)"},
+		{name: "open the init's mount namespace", script: `try_(os.open, "/proc/1/ns/mnt", os.O_RDONLY)`, want: []string{"errno=EACCES"},
+			defence: "no ptrace-mode access to the init"},
+		{name: "keyctl", control: true, script: `sc(250, 0, -3, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: the session keyring's id)"},
+		{name: "add_key", control: true, script: `sc(248, b"user", b"cellbox-attack", b"x", 1, -2)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: a key id)"},
+		{name: "request_key", control: true, script: `sc(249, b"user", b"cellbox-attack", 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: a key id, or ENOKEY)"},
+		{name: "bpf", control: true, script: `sc(321, 9999, 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: EINVAL)"},
+		{name: "perf_event_open", control: true, script: `sc(298, 0, 0, -1, -1, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: EFAULT)"},
+		{name: "io_uring_setup", control: true, script: `sc(425, 1, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: EFAULT)"},
+		{name: "io_uring_enter", control: true, script: `sc(426, 9999, 0, 0, 0, 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: EBADF)"},
+		{name: "userfaultfd", control: true, script: `sc(323, 1)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: a descriptor, UFFD_USER_MODE_ONLY)"},
+		{name: "kexec_load", script: `sc(246, 0, 0, 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "init_module", script: `sc(175, 0, 0, b"")`, want: []string{"errno=EPERM"}, defence: "seccomp; no capabilities"},
+		{name: "name_to_handle_at", control: true, script: `sc(303, -100, b"/", 0, 0, 0)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: EFAULT)"},
+		{name: "personality ADDR_NO_RANDOMIZE", control: true, script: `sc(135, 0x0040000)`, want: []string{"errno=EPERM"}, defence: "seccomp (without it: ok)"},
+		{name: "socket AF_VSOCK", control: true, script: `try_(socket.socket, 40, socket.SOCK_STREAM)`, want: []string{"errno=EAFNOSUPPORT"},
+			defence: "seccomp (without it: a socket, where the host has vsock)"},
+		{name: "socketpair AF_VSOCK", control: true, script: `try_(socket.socketpair, 40, socket.SOCK_STREAM)`, want: []string{"errno=EAFNOSUPPORT"}, defence: "seccomp (without it: EOPNOTSUPP)"},
+		{name: "int 0x80 getpid", control: true, script: int80Script(20), signal: syscall.SIGSYS,
+			defence: "seccomp kills non-x86_64 architectures (without it: the pid)"},
+		{name: "int 0x80 keyctl", script: int80Script(288), signal: syscall.SIGSYS,
+			defence: "seccomp kills non-x86_64 architectures (keyctl's i386 number is not on the x86_64 list)"},
+		{name: "x32 getpid", control: true, script: `sc(0x40000000 | 39)`, signal: syscall.SIGSYS, defence: "seccomp kills x32 numbers (without it: ENOSYS, or the pid where x32 is on)"},
+	}
+	runCases(t, w, cases)
+}
+
+// TestAttackTIOCSTI: a program on the sandbox's terminal cannot push
+// input into it (nor into any terminal outside: it has its own session).
+func TestAttackTIOCSTI(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "tiocsti")
+	script := pyPrelude + `
+import fcntl, termios
+print("tty", os.isatty(0), "sid==pid", os.getsid(0) == os.getpid(), flush=True)
+try_(fcntl.ioctl, 0, termios.TIOCSTI, b"x")
+c = ctypes.c_char(b"y")
+ctypes.set_errno(0)
+r = libc.ioctl(0, ctypes.c_ulong(termios.TIOCSTI | (1 << 32)), ctypes.byref(c))
+print("high", res(r, ctypes.get_errno()), flush=True)
+`
+	p, err := w.Spawn(context.Background(), ProcSpec{Argv: []string{"python3", "-c", script}, PTY: &sandbox.WinSize{Cols: 200, Rows: 24}, Limits: limits(t, protocol.Limits{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PTY == nil {
+		t.Fatal("no terminal master")
+	}
+	defer p.PTY.Close()
+	outc := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(p.PTY); outc <- string(b) }()
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	select {
+	case out = <-outc:
+	case <-time.After(5 * time.Second):
+		t.Fatal("terminal output not closed")
+	}
+	out = strings.ReplaceAll(out, "\r", "")
+	t.Logf("%v:\n%s", st, out)
+	for _, want := range []string{"tty True sid==pid True\n", "\nerrno=EPERM\n", "high errno=EPERM\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q: seccomp refuses TIOCSTI", want)
+		}
+	}
+
+	// Control: on a terminal of the host, outside the sandbox, the same
+	// script is not refused with EPERM (it succeeds where
+	// dev.tty.legacy_tiocsti is 1, else EIO).
+	if _, err := os.Stat(hostPython); err != nil {
+		t.Logf("no host control: %v", err)
+		return
+	}
+	cmd := exec.Command(hostPython, "-c", script)
+	ptmx, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatalf("host control: %v", err)
+	}
+	defer ptmx.Close()
+	hostc := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(ptmx); hostc <- string(b) }()
+	_ = cmd.Wait()
+	var host string
+	select {
+	case host = <-hostc:
+	case <-time.After(5 * time.Second):
+		t.Fatal("host control: terminal output not closed")
+	}
+	host = strings.ReplaceAll(host, "\r", "")
+	t.Logf("host control (no sandbox):\n%s", host)
+	if !strings.Contains(host, "tty True") || strings.Contains(host, "errno=EPERM") {
+		t.Errorf("host control: %q; the case cannot tell whether seccomp's TIOCSTI rule holds", host)
+	}
+}
+
+func TestAttackForkBomb(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "forkbomb")
+	other := e.open(t, "bystander")
+	if r := runIn(t, other, protocol.Limits{}, "true"); r.Status.Code != 0 {
+		t.Fatalf("bystander: %s", outcome(r))
+	}
+	const pids = 64
+	bombDone := make(chan *RunResult, 1)
+	bombLimits := limits(t, protocol.Limits{Pids: pids, TimeoutMs: 3000})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		r, err := Run(ctx, w, ProcSpec{Argv: []string{"bash", "-c", `:(){ :|:& };:; sleep 60`}, Limits: bombLimits}, nil, 4096)
+		if err != nil {
+			t.Errorf("fork bomb: %v", err)
+		}
+		bombDone <- r
+	}()
+	initPID := 0
+	for deadline := time.Now().Add(5 * time.Second); initPID == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if sb := w.Sandbox(); sb != nil {
+			initPID = sb.InitPID()
+		}
+	}
+	if initPID == 0 {
+		t.Fatal("the fork bomb's sandbox did not start")
+	}
+	peak := 0
+	var bystander []time.Duration
+	for i := 0; i < 10; i++ {
+		time.Sleep(250 * time.Millisecond)
+		peak = max(peak, len(sandboxProcs(initPID)))
+		if i%3 == 2 {
+			start := time.Now()
+			r := runIn(t, other, protocol.Limits{}, "/bin/echo", "still here")
+			bystander = append(bystander, time.Since(start))
+			if r.Status.Code != 0 || string(r.Stdout) != "still here\n" {
+				t.Errorf("another workspace during the bomb: %s", outcome(r))
+			}
+			if _, err := e.m.Get(w.ID()); err != nil {
+				t.Errorf("Manager.Get during the bomb: %v", err)
+			}
+		}
+	}
+	r := <-bombDone
+	t.Logf("bomb: %s; peak %d processes in its sandbox (limit %d); other workspace's runs took %v", outcome(r), peak, pids, bystander)
+	// The init, the spawner and at most pids processes of the sandbox user.
+	if peak > pids+2 {
+		t.Errorf("the bomb's sandbox held %d processes, over the limit of %d", peak, pids)
+	}
+	if peak < pids/2 {
+		t.Errorf("the bomb reached only %d processes; it did not run", peak)
+	}
+	for _, d := range bystander {
+		if d > 5*time.Second {
+			t.Errorf("a run in another workspace took %v during the bomb", d)
+		}
+	}
+	if r.Status.Reason != "killed: timeout" {
+		t.Errorf("the bomb ended with %s, want killed: timeout", outcome(r))
+	}
+	// Its whole tree is gone, and the workspace works again.
+	var left []hostProc
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if left = sandboxProcs(initPID); len(left) <= 2 {
+			break
+		}
+	}
+	if len(left) > 2 {
+		t.Errorf("%d processes left in the bomb's sandbox after the kill: %v", len(left), left)
+	}
+	if r := runIn(t, w, protocol.Limits{Pids: pids}, "/bin/echo", "recovered"); r.Status.Code != 0 {
+		t.Errorf("the bombed workspace after the bomb: %s %s", outcome(r), stderrTail(r))
+	}
+}
+
+func TestAttackMemoryBomb(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "membomb")
+	tests := []struct {
+		name    string
+		argv    []string
+		limit   int64
+		wantErr string
+	}{
+		{"python", []string{"python3", "-c", `
+a = []
+for i in range(200):
+    a.append(bytearray(16 << 20))
+print("survived")`}, 512 << 20, "MemoryError"},
+		// node reserves far more address space than python (it dies with
+		// SIGTRAP under 512 MiB before running anything), so 2 GiB; its
+		// buffers live outside the JS heap, so only RLIMIT_AS bounds them.
+		{"node", []string{"node", "-e", `
+const a = [];
+for (let i = 0; i < 400; i++) a.push(Buffer.alloc(64 << 20));
+console.log("survived");`}, 2 << 30, "Array buffer allocation failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runIn(t, w, protocol.Limits{MemoryBytes: tt.limit, TimeoutMs: 30000}, tt.argv...)
+			t.Logf("%s; peak RSS %d MiB; stderr: %.300s", outcome(r), r.Status.MaxRSSBytes>>20, stderrTail(r))
+			if strings.Contains(string(r.Stdout), "survived") || (r.Status.Code == 0 && r.Status.Signal == 0) {
+				t.Fatalf("the memory bomb was not stopped: %s", outcome(r))
+			}
+			if r.Status.Reason != "" {
+				t.Fatalf("stopped by the daemon (%s), not by the memory limit", r.Status.Reason)
+			}
+			if !strings.Contains(string(r.Stderr), tt.wantErr) {
+				t.Fatalf("stderr lacks %q: %s", tt.wantErr, stderrTail(r))
+			}
+			if r.Status.MaxRSSBytes > tt.limit {
+				t.Errorf("peak RSS %d over the limit %d", r.Status.MaxRSSBytes, tt.limit)
+			}
+		})
+	}
+}
+
+func TestAttackDiskQuota(t *testing.T) {
+	tests := []struct {
+		name   string
+		quota  int64
+		script string
+		// maxFiles: fewer files than the program writes unstopped.
+		maxFiles int
+	}{
+		// 1 MiB files, 400 of them if nothing stops it.
+		{"disk fill", 64 << 20, `
+import time
+for i in range(400):
+    with open("/workspace/fill%d" % i, "wb") as f:
+        f.write(b"x" * (1 << 20))
+    time.sleep(0.002)
+print("survived", flush=True)
+time.sleep(60)`, 400},
+		// Empty files, each charged 4 KiB: the quota is 4096 of them.
+		{"inode fill", 16 << 20, `
+import time
+for i in range(60000):
+    open("/workspace/inode%d" % i, "w").close()
+print("survived", flush=True)
+time.sleep(60)`, 60000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newAttackEnv(t)
+			w := e.open(t, "quota")
+			r := runIn(t, w, protocol.Limits{DiskBytes: tt.quota, TimeoutMs: 30000}, "python3", "-c", tt.script)
+			files, _ := os.ReadDir(w.UpperDir())
+			used := diskUsage(w.UpperDir(), 1<<40)
+			t.Logf("%s after %v; upper layer: %d files, %d MiB charged", outcome(r), r.Duration.Round(time.Millisecond), len(files), used>>20)
+			if r.Status.Reason != "killed: disk quota exceeded" || r.Status.Signal != syscall.SIGKILL {
+				t.Fatalf("%s: %s; want killed: disk quota exceeded", tt.name, outcome(r))
+			}
+			if strings.Contains(string(r.Stdout), "survived") || len(files) >= tt.maxFiles {
+				t.Fatalf("the program wrote everything (%d files) before it was stopped", len(files))
+			}
+			if used > 4*tt.quota {
+				t.Errorf("stopped at %d MiB, far past the %d MiB quota", used>>20, tt.quota>>20)
+			}
+			if r.Duration > 10*time.Second {
+				t.Errorf("stopped after %v", r.Duration)
+			}
+			// The daemon and the workspace still work (with the default quota).
+			if r := runIn(t, w, protocol.Limits{}, "/bin/echo", "ok"); r.Status.Code != 0 {
+				t.Errorf("after the quota kill: %s", outcome(r))
+			}
+		})
+	}
+}
+
+func TestAttackHugeFile(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "hugefile")
+	const limit = 8 << 20
+	l := protocol.Limits{FileSizeBytes: limit}
+	t.Run("python", func(t *testing.T) {
+		r := py(t, w, l, `
+fd = os.open("/workspace/big", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+n = 0
+try:
+    while n < 16 << 20:
+        n += os.write(fd, b"x" * (1 << 20))
+    print("ok", n)
+except OSError as e:
+    print("errno=" + errno.errorcode[e.errno], n)`)
+		t.Logf("%s", outcome(r))
+		if got := strings.TrimSpace(string(r.Stdout)); got != fmt.Sprintf("errno=EFBIG %d", limit) {
+			t.Fatalf("writing 16 MiB: %q, want EFBIG after %d bytes (RLIMIT_FSIZE)\n%s", got, limit, stderrTail(r))
+		}
+		if fi, err := os.Stat(filepath.Join(w.UpperDir(), "big")); err != nil || fi.Size() != limit {
+			t.Fatalf("big in the upper layer: %v, %v; want %d bytes", fi, err, limit)
+		}
+	})
+	t.Run("dd", func(t *testing.T) {
+		r := runIn(t, w, l, "dd", "if=/dev/zero", "of=/workspace/big2", "bs=1M", "count=16")
+		t.Logf("%s; %s", outcome(r), stderrTail(r))
+		if r.Status.Signal != syscall.SIGXFSZ && !(r.Status.Code != 0 && strings.Contains(string(r.Stderr), "File too large")) {
+			t.Fatalf("dd of 16 MiB: %s; want SIGXFSZ or EFBIG", outcome(r))
+		}
+		if fi, err := os.Stat(filepath.Join(w.UpperDir(), "big2")); err != nil || fi.Size() > limit {
+			t.Fatalf("big2 in the upper layer: %v, %v; want at most %d bytes", fi, err, limit)
+		}
+	})
+}
+
+func TestAttackInfiniteLoop(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "loop")
+	t.Run("cpu limit", func(t *testing.T) {
+		r := runIn(t, w, protocol.Limits{CPUSeconds: 1, TimeoutMs: 20000}, "python3", "-c", "while True: pass")
+		t.Logf("%s; cpu %v, after %v", outcome(r), r.Status.CPU, r.Duration.Round(time.Millisecond))
+		if r.Status.Signal != syscall.SIGXCPU && r.Status.Signal != syscall.SIGKILL {
+			t.Fatalf("%s; want SIGXCPU or SIGKILL from RLIMIT_CPU", outcome(r))
+		}
+		if r.Status.Reason != "" {
+			t.Fatalf("killed by the daemon (%s), not by RLIMIT_CPU", r.Status.Reason)
+		}
+		if r.Status.CPU < 500*time.Millisecond || r.Status.CPU > 3*time.Second {
+			t.Errorf("CPU time %v, want about 1 s", r.Status.CPU)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		r := runIn(t, w, protocol.Limits{TimeoutMs: 500}, "/bin/sh", "-c", "sleep 30 & while :; do :; done")
+		t.Logf("%s after %v", outcome(r), r.Duration.Round(time.Millisecond))
+		if r.Status.Reason != "killed: timeout" || r.Status.Signal != syscall.SIGKILL {
+			t.Fatalf("%s; want killed: timeout", outcome(r))
+		}
+		if r.Duration < 500*time.Millisecond || r.Duration > 3*time.Second {
+			t.Errorf("stopped after %v, want about 500 ms", r.Duration)
+		}
+		// The background sleep went with it.
+		initPID := w.Sandbox().InitPID()
+		var left []hostProc
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if left = sandboxProcs(initPID); len(left) <= 2 {
+				break
+			}
+		}
+		if len(left) > 2 {
+			t.Errorf("left in the sandbox after the timeout: %v", left)
+		}
+	})
+}
+
+func TestAttackNetwork(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "net")
+	var accepted, received atomic.Int32
+	serve := func(ln net.Listener) {
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				c.Close()
+			}
+		}()
+	}
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(tcp)
+	name := fmt.Sprintf("cellbox-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	abstract, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(abstract)
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udp.Close() })
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			received.Add(1)
+		}
+	}()
+	// Controls: the servers answer on the host.
+	for _, a := range []struct{ network, addr string }{{"tcp4", tcp.Addr().String()}, {"unix", "@" + name}, {"udp4", udp.LocalAddr().String()}} {
+		c, err := net.DialTimeout(a.network, a.addr, 2*time.Second)
+		if err != nil {
+			t.Fatalf("control: dial %s on the host: %v", a.addr, err)
+		}
+		_, _ = c.Write([]byte("x"))
+		c.Close()
+	}
+	for deadline := time.Now().Add(2 * time.Second); (accepted.Load() < 2 || received.Load() < 1) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	}
+	acc0, rec0 := accepted.Load(), received.Load()
+	if acc0 != 2 || rec0 != 1 {
+		t.Fatalf("control: the host's servers got %d connections and %d datagrams, want 2 and 1", acc0, rec0)
+	}
+	port := tcp.Addr().(*net.TCPAddr).Port
+	udpPort := udp.LocalAddr().(*net.UDPAddr).Port
+	cases := []attackCase{
+		// Landlock refuses TCP connect first (EACCES); the namespace's own
+		// loopback would refuse it otherwise.
+		{name: "tcp to the host's loopback", script: fmt.Sprintf(`
+s = socket.socket(); s.settimeout(5)
+try_(s.connect, ("127.0.0.1", %d))`, port), want: []string{"errno=EACCES", "errno=ECONNREFUSED", "errno=ENETUNREACH"},
+			defence: "landlock's TCP rules (EACCES) and the network namespace (ECONNREFUSED); without both: ok"},
+		// UDP is not landlock's: only the network namespace keeps the
+		// datagram from the host's socket (checked below).
+		{name: "udp to the host's loopback", script: fmt.Sprintf(`
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try_(s.sendto, b"x", ("127.0.0.1", %d))`, udpPort), want: []string{"ok", "errno=ECONNREFUSED"},
+			defence: "the network namespace: the datagram goes to the sandbox's own loopback"},
+		{name: "host's listening socket not in /proc/net/tcp", script: fmt.Sprintf(`
+port = ":%%04X" %% %d
+listed = any(l.split()[1].endswith(port) for l in open("/proc/net/tcp").read().splitlines()[1:])
+print("listed" if listed else "not listed")`, port), want: []string{"not listed"},
+			defence: "the network namespace (without it: listed)"},
+		{name: "abstract unix socket on the host", script: fmt.Sprintf(`
+s = socket.socket(socket.AF_UNIX); s.settimeout(5)
+try_(s.connect, "\0%s")`, name), want: []string{"errno=ECONNREFUSED", "errno=EPERM"},
+			defence: "abstract sockets belong to the network namespace (ECONNREFUSED); landlock scopes them too (EPERM); without both: ok"},
+	}
+	// A host address other than loopback, when there is one.
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+				ln, err := net.Listen("tcp4", net.JoinHostPort(ipn.IP.String(), "0"))
+				if err != nil {
+					break
+				}
+				serve(ln)
+				cases = append(cases, attackCase{name: "tcp to the host's " + ipn.IP.String(), script: fmt.Sprintf(`
+s = socket.socket(); s.settimeout(5)
+try_(s.connect, (%q, %d))`, ipn.IP.String(), ln.Addr().(*net.TCPAddr).Port),
+					want: []string{"errno=EACCES", "errno=ENETUNREACH"}, defence: "landlock (EACCES); the network namespace has only loopback (ENETUNREACH)"})
+				break
+			}
+		}
+	}
+	runCases(t, w, cases)
+	time.Sleep(100 * time.Millisecond)
+	if n := accepted.Load() - acc0; n != 0 {
+		t.Errorf("the host's servers accepted %d connections from the sandbox", n)
+	}
+	if n := received.Load() - rec0; n != 0 {
+		t.Errorf("the host's UDP socket received %d datagrams from the sandbox", n)
+	}
+}
+
+// TestAttackKillAll: `kill -9 -1` in the sandbox reaches only the
+// sandbox's processes.
+func TestAttackKillAll(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "killall")
+	other := e.open(t, "bystander")
+	if r := runIn(t, other, protocol.Limits{}, "true"); r.Status.Code != 0 {
+		t.Fatalf("bystander: %s", outcome(r))
+	}
+	otherInit := other.Sandbox().InitPID()
+	host := exec.Command("sleep", "300")
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hostDone := make(chan struct{})
+	go func() { _ = host.Wait(); close(hostDone) }()
+	t.Cleanup(func() { _ = host.Process.Kill(); <-hostDone })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := Run(ctx, w, ProcSpec{Argv: []string{"/bin/sh", "-c", "kill -9 -1; echo signalled; sleep 0.2"}, Limits: limits(t, protocol.Limits{})}, nil, 4096)
+	if r == nil || (err != nil && !errors.Is(err, sandbox.ErrClosed)) {
+		t.Fatalf("kill -9 -1: %v", err)
+	}
+	t.Logf("kill -9 -1: %s, %v", outcome(r), err)
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-hostDone:
+		t.Fatalf("the host's sleep died: %v", host.ProcessState)
+	default:
+	}
+	if !aliveNotZombie(host.Process.Pid) {
+		t.Fatal("the host's sleep is gone")
+	}
+	if sb := other.Sandbox(); sb == nil || sb.InitPID() != otherInit {
+		t.Error("another workspace's sandbox died")
+	}
+	if r := runIn(t, other, protocol.Limits{}, "/bin/echo", "ok"); r.Status.Code != 0 {
+		t.Errorf("another workspace after kill -9 -1: %s", outcome(r))
+	}
+	// The killing workspace itself works again (its sandbox may have been
+	// restarted: the spawner runs as the same user as the code).
+	if sb := w.Sandbox(); sb == nil {
+		t.Logf("finding: kill -9 -1 ended the workspace's own sandbox (the spawner is killable by the code it runs)")
+	}
+	if r := runIn(t, w, protocol.Limits{}, "/bin/echo", "ok"); r.Status.Code != 0 {
+		t.Errorf("the workspace after kill -9 -1: %s %s", outcome(r), stderrTail(r))
+	}
+	if _, err := e.m.Get(w.ID()); err != nil {
+		t.Errorf("Manager.Get: %v", err)
+	}
+}
+
+func TestAttackProcVisibility(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "proc")
+	r := py(t, w, protocol.Limits{}, `
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+for p in pids:
+    try:
+        cmd = open("/proc/%d/cmdline" % p, "rb").read().split(b"\0")[0].decode()
+    except OSError as e:
+        cmd = "errno=" + errno.errorcode[e.errno]
+    print(p, cmd)`)
+	out := strings.TrimSpace(string(r.Stdout))
+	t.Logf("%s\n%s", outcome(r), out)
+	if r.Status.Code != 0 {
+		t.Fatal(stderrTail(r))
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) > 4 {
+		t.Errorf("the sandbox sees %d processes, want its init, its spawner and this one", len(lines))
+	}
+	if !strings.HasPrefix(lines[0], "1 cellbox-sandbox:") {
+		t.Errorf("pid 1 is %q, want the sandbox's own init or spawner", lines[0])
+	}
+	for _, l := range lines {
+		_, cmd, _ := strings.Cut(l, " ")
+		if !strings.HasPrefix(cmd, "cellbox-sandbox:") && filepath.Base(cmd) != "python3" {
+			t.Errorf("the sandbox sees a foreign process: %q", l)
+		}
+	}
+}
+
+// TestAttackNoProcessLeftAfterClose: a process that daemonized itself in
+// the sandbox is gone, with the init and the spawner, once Close returns.
+func TestAttackNoProcessLeftAfterClose(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "leftover")
+	mark := marker(t)
+	r := runIn(t, w, protocol.Limits{}, "/bin/sh", "-c", "setsid sleep "+mark+" </dev/null >/dev/null 2>&1 & sleep 0.1")
+	if r.Status.Code != 0 {
+		t.Fatalf("%s %s", outcome(r), stderrTail(r))
+	}
+	initPID := w.Sandbox().InitPID()
+	ns := pidNS(t, initPID)
+	in := sandboxProcs(initPID)
+	t.Logf("before close: %v", in)
+	found := false
+	for _, p := range in {
+		found = found || p.cmdline == "sleep "+mark
+	}
+	if !found || len(in) < 3 {
+		t.Fatalf("the marker sleep is not running in the sandbox: %v", in)
+	}
+	if err := e.m.Close(context.Background(), w.ID(), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range hostProcs() {
+		if p.pidNS == ns || p.cmdline == "sleep "+mark {
+			t.Errorf("left after Close: pid %d %q", p.pid, p.cmdline)
+		}
+	}
+	for _, p := range in {
+		if aliveNotZombie(p.pid) {
+			t.Errorf("pid %d (%q) of the sandbox still runs", p.pid, p.cmdline)
+		}
+	}
+}
+
+// TestAttackTmpIsFresh: /tmp, /dev/shm and the home of a new sandbox are
+// empty; /workspace keeps its files.
+func TestAttackTmpIsFresh(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "tmp")
+	r := runIn(t, w, protocol.Limits{}, "/bin/sh", "-c",
+		"set -e; echo x > /tmp/leak; mkdir /tmp/d; echo y > /dev/shm/leak; echo z > ~/.leak; echo kept > /workspace/kept; ls -A /tmp /dev/shm ~")
+	if r.Status.Code != 0 {
+		t.Fatalf("%s %s", outcome(r), stderrTail(r))
+	}
+	if err := e.m.Close(context.Background(), w.ID(), false); err != nil {
+		t.Fatal(err)
+	}
+	w2 := e.open(t, "tmp")
+	if w2.ID() != w.ID() {
+		t.Fatalf("reopened as %s, want %s", w2.ID(), w.ID())
+	}
+	r = runIn(t, w2, protocol.Limits{}, "/bin/sh", "-c", `for d in /tmp /dev/shm ~; do echo "$d:" $(ls -A $d); done; cat /workspace/kept`)
+	got := string(r.Stdout)
+	t.Logf("after reopening: %q", got)
+	if got != "/tmp:\n/dev/shm:\n/home/cellbox:\nkept\n" {
+		t.Errorf("the new sandbox shows %q; want empty /tmp, /dev/shm and home, and /workspace/kept", got)
+	}
+}
+
+// TestAttackTwoWorkspaces: two workspaces over the same project see
+// neither each other's files nor processes.
+func TestAttackTwoWorkspaces(t *testing.T) {
+	e := newAttackEnv(t)
+	a := e.open(t, "a")
+	b := e.open(t, "b")
+	mark := marker(t)
+	r := runIn(t, a, protocol.Limits{}, "/bin/sh", "-c", "echo secret > /workspace/secretA; echo tmp > /tmp/secretA; setsid sleep "+mark+" </dev/null >/dev/null 2>&1 & sleep 0.1")
+	if r.Status.Code != 0 {
+		t.Fatalf("%s %s", outcome(r), stderrTail(r))
+	}
+	look := `
+found = []
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            if open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")[1:2] == [b"` + mark + `"]:
+                found.append(p)
+        except (OSError, IndexError):
+            pass
+print("marker", "seen" if found else "unseen")
+print("file", "seen" if os.path.exists("/workspace/secretA") else "unseen")
+print("tmp", "seen" if os.path.exists("/tmp/secretA") else "unseen")`
+	ra := py(t, a, protocol.Limits{}, look)
+	rb := py(t, b, protocol.Limits{}, look)
+	t.Logf("A sees: %s; B sees: %s", outcome(ra), outcome(rb))
+	if got := string(ra.Stdout); got != "marker seen\nfile seen\ntmp seen\n" {
+		t.Fatalf("control: workspace A sees %q of its own", got)
+	}
+	if got := string(rb.Stdout); got != "marker unseen\nfile unseen\ntmp unseen\n" {
+		t.Errorf("workspace B sees A's: %q", got)
+	}
+	if _, err := b.ReadFile("secretA"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("B's ReadFile(secretA): %v, want not exist", err)
+	}
+}
+
+// TestAttackSuiteAsUnprivilegedUser re-runs the attack suite as the user
+// CELLBOX_TEST_USER names (CI creates one). Run as root:
+//
+//	CELLBOX_TEST_USER=cellboxtest CGO_ENABLED=0 go test ./workspace/ -run Attack -v
+func TestAttackSuiteAsUnprivilegedUser(t *testing.T) {
+	if sandboxtest.AsTestUser() {
+		t.Skip("this is the re-run as the unprivileged user")
+	}
+	sandboxtest.RunAsTestUser(t, "^TestAttack")
+}
+
+// TestAttackSpawnerSignals: code cannot stop or kill the sandbox's
+// spawner, which starts, signals and reports every program of the
+// workspace: the signal is refused or has no effect, and the workspace
+// goes on working.
+func TestAttackSpawnerSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			e := newAttackEnv(t)
+			w := e.open(t, "spawner")
+			if r := runIn(t, w, protocol.Limits{}, "true"); r.Status.Code != 0 {
+				t.Fatal(outcome(r))
+			}
+			initPID := w.Sandbox().InitPID()
+			done := make(chan *RunResult, 1)
+			l := limits(t, protocol.Limits{TimeoutMs: 2000})
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				r, _ := Run(ctx, w, ProcSpec{Argv: []string{"python3", "-c", pyPrelude + spawnerPIDScript + fmt.Sprintf("try_(os.kill, spawner, %d)", int(sig))},
+					Limits: l}, nil, 4096)
+				done <- r
+			}()
+			var r *RunResult
+			select {
+			case r = <-done:
+			case <-time.After(8 * time.Second):
+				// Unwedge it for the cleanup.
+				_ = e.m.Close(context.Background(), w.ID(), false)
+				t.Fatalf("signalling the spawner with %s wedged the workspace: Run did not return despite its timeout and context", unix.SignalName(sig))
+			}
+			if r == nil {
+				t.Fatal("the program did not start")
+			}
+			t.Logf("kill(spawner, %s): %s", unix.SignalName(sig), outcome(r))
+			if sb := w.Sandbox(); sb == nil || sb.InitPID() != initPID {
+				t.Fatalf("kill(spawner, %s) ended the sandbox", unix.SignalName(sig))
+			}
+			after := make(chan *RunResult, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				r, _ := Run(ctx, w, ProcSpec{Argv: []string{"/bin/echo", "ok"}, Limits: l}, nil, 4096)
+				after <- r
+			}()
+			select {
+			case r = <-after:
+				if r == nil || string(r.Stdout) != "ok\n" {
+					t.Fatalf("the workspace after kill(spawner, %s): %v", unix.SignalName(sig), r)
+				}
+			case <-time.After(8 * time.Second):
+				_ = e.m.Close(context.Background(), w.ID(), false)
+				t.Fatalf("the workspace is wedged after kill(spawner, %s)", unix.SignalName(sig))
+			}
+		})
+	}
+}
+
+// TestAttackDaemonizedEscapesLimits: a process that leaves its program's
+// tree (double fork, new session: reparented to the sandbox's init) is
+// still held to the program's timeout and the workspace's disk quota.
+func TestAttackDaemonizedEscapesLimits(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+
+		e := newAttackEnv(t)
+		w := e.open(t, "escape-timeout")
+		mark := marker(t)
+		r := runIn(t, w, protocol.Limits{TimeoutMs: 500}, "/bin/sh", "-c", "(setsid sleep "+mark+" </dev/null >/dev/null 2>&1 &); sleep 30")
+		if r.Status.Reason != "killed: timeout" {
+			t.Fatalf("%s", outcome(r))
+		}
+		time.Sleep(200 * time.Millisecond)
+		for _, p := range sandboxProcs(w.Sandbox().InitPID()) {
+			if p.cmdline == "sleep "+mark {
+				t.Fatalf("a double-forked child of the program outlived killed: timeout: pid %d", p.pid)
+			}
+		}
+	})
+	t.Run("disk quota", func(t *testing.T) {
+		const quota = 64 << 20
+		e := newAttackEnv(t)
+		w := e.open(t, "escape-quota")
+		r := runIn(t, w, protocol.Limits{DiskBytes: quota, TimeoutMs: 20000}, "/bin/sh", "-c", `setsid python3 -c '
+import time
+for i in range(300):
+    open("/workspace/f%d" % i, "wb").write(b"x" * (1 << 20))
+    time.sleep(0.005)
+' </dev/null >/dev/null 2>&1 & echo started`)
+		t.Logf("%s", outcome(r))
+		time.Sleep(2500 * time.Millisecond) // unstopped, it writes 300 MiB by then
+		if used := diskUsage(w.UpperDir(), 1<<40); used > 2*quota {
+			t.Fatalf("a background writer filled the upper layer to %d MiB, past the %d MiB quota", used>>20, quota>>20)
+		}
+	})
+}
