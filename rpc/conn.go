@@ -41,14 +41,22 @@ type conn struct {
 	caps     protocol.ClientCapabilities
 	inflight map[jsonrpc2.ID]*inflight
 	exited   bool
+	// unanswered counts requests whose response has not been written;
+	// answered is closed (and replaced) each time one is.
+	unanswered int
+	answered   chan struct{}
 }
 
 var _ protocol.Server = (*conn)(nil)
 
+// inflightKey is the context key of a request's own *inflight.
+type inflightKey struct{}
+
 // inflight is a request being handled.
 type inflight struct {
 	cancel    context.CancelFunc
-	cancelled atomic.Bool // by $/cancelRequest
+	cancelled atomic.Bool // by $/cancelRequest, or by shutdown
+	self      bool        // the shutdown request that is draining the others
 }
 
 // serveConn runs the JSON-RPC connection over s until it ends or ctx is
@@ -63,7 +71,9 @@ func (d *Daemon) serveConn(ctx context.Context, s *stream, transport string, onE
 		cancel:    cancel,
 		onExit:    onExit,
 		inflight:  make(map[jsonrpc2.ID]*inflight),
+		answered:  make(chan struct{}),
 	}
+	s.onResponse = c.responded
 	c.rpc = jsonrpc2.NewConn(s, jsonrpc2.WithPreempter(preempter{c}))
 	d.addConn(c)
 	defer d.removeConn(c)
@@ -101,6 +111,9 @@ func (c *conn) handle(libCtx context.Context, req *jsonrpc2.Request) (any, error
 		c.handleNotification(req)
 		return nil, nil // a notification error would end the connection
 	}
+	c.mu.Lock()
+	c.unanswered++
+	c.mu.Unlock()
 	start := time.Now()
 	// req.Method() borrows the transport's frame buffer until the request is
 	// released (see doc.go); keep an owned copy for after.
@@ -139,6 +152,7 @@ func (c *conn) call(libCtx context.Context, method string, req *jsonrpc2.Request
 		return nil, err
 	}
 	defer c.unregister(id)
+	ctx = context.WithValue(ctx, inflightKey{}, fl)
 
 	var once sync.Once
 	release := func() { once.Do(func() { jsonrpc2.Async(libCtx) }) }
@@ -213,6 +227,52 @@ func (c *conn) unregister(id jsonrpc2.ID) {
 	c.mu.Lock()
 	delete(c.inflight, id)
 	c.mu.Unlock()
+}
+
+// responded notes that a response went out.
+func (c *conn) responded() {
+	c.mu.Lock()
+	c.unanswered--
+	close(c.answered)
+	c.answered = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// waitAnswered waits, at most until deadline, until at most n requests are
+// still unanswered, and reports whether they are.
+func (c *conn) waitAnswered(n int, deadline <-chan time.Time) bool {
+	for {
+		c.mu.Lock()
+		left, ch := c.unanswered, c.answered
+		c.mu.Unlock()
+		if left <= n {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// drain lets the requests in flight (but the calling one, shutdown) finish
+// for up to grace, then cancels those left and waits, at most timeout, for
+// their answers to go out: so that a client which sends exit right after
+// shutdown has every answer first.
+func (c *conn) drain(grace, timeout time.Duration) {
+	if c.waitAnswered(1, time.After(grace)) {
+		return
+	}
+	c.mu.Lock()
+	for _, fl := range c.inflight {
+		if !fl.self {
+			fl.cancelled.Store(true)
+			fl.cancel()
+		}
+	}
+	c.mu.Unlock()
+	c.waitAnswered(1, time.After(timeout))
 }
 
 // cancelAll cancels every request in flight (the connection is ending).

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 )
@@ -59,11 +60,19 @@ func (c *conn) Initialize(ctx context.Context, p *protocol.InitializeParams) (*p
 func (c *conn) Initialized(context.Context, *protocol.InitializedParams) error { return nil }
 
 // Shutdown is §2 shutdown: this connection's kernels, ptys and watches stop;
-// workspaces stay on disk. Afterwards only exit is accepted.
+// workspaces stay on disk. Afterwards only exit is accepted. Requests still
+// in flight get 200 ms to finish, then are cancelled (-32800); all are
+// answered before shutdown is.
 func (c *conn) Shutdown(ctx context.Context) error {
 	c.mu.Lock()
 	c.state = stateShutdown
+	for _, fl := range c.inflight {
+		if fl.cancel != nil && ctx.Value(inflightKey{}) == fl {
+			fl.self = true
+		}
+	}
 	c.mu.Unlock()
+	c.drain(200*time.Millisecond, 5*time.Second)
 	c.log.Info("client requested shutdown")
 	return nil
 }
@@ -81,6 +90,8 @@ func (c *conn) Exit(context.Context) error {
 	c.exited = true
 	c.mu.Unlock()
 	if !already && c.onExit != nil {
+		// Answers still being written go out before the process exits.
+		c.waitAnswered(0, time.After(5*time.Second))
 		c.onExit(code)
 	}
 	return nil

@@ -33,8 +33,9 @@ type transport interface {
 // checks every frame with the library's own decoders first, answers a bad one
 // with -32700 or -32600 as JSON-RPC requires, and reads on.
 type stream struct {
-	t        transport
-	onReject func(reason string)
+	t          transport
+	onReject   func(reason string)
+	onResponse func() // a response to a request went out (set before use)
 
 	wmu  sync.Mutex // guards wbuf and serializes writes
 	wbuf []byte
@@ -97,21 +98,41 @@ func (s *stream) Write(ctx context.Context, msg jsonrpc2.Message) (int64, error)
 	defer s.wmu.Unlock()
 	s.wbuf = jsonrpc2.AppendMessage(s.wbuf[:0], msg)
 	n := int64(len(s.wbuf))
-	if err := s.t.writeFrame(s.wbuf); err != nil {
+	err := s.t.writeFrame(s.wbuf)
+	s.shrink()
+	switch msg.(type) {
+	case *jsonrpc2.Call, *jsonrpc2.Notification:
+	default: // a response (jsonrpc2 writes its own unexported type)
+		if s.onResponse != nil {
+			s.onResponse() // written, or never will be
+		}
+	}
+	if err != nil {
 		return 0, err
 	}
-	s.shrink()
 	return n, nil
 }
 
-// WriteFrame implements the frame-level extension of jsonrpc2.Stream.
+// WriteFrame implements the frame-level extension of jsonrpc2.Stream;
+// jsonrpc2 writes a batch's responses with it.
 func (s *stream) WriteFrame(ctx context.Context, data []byte) (int64, error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if err := s.t.writeFrame(data); err != nil {
+	if err := s.writeFrame(data); err != nil {
 		return 0, err
 	}
+	if s.onResponse != nil && len(data) > 0 && data[0] == '[' {
+		var rs []json.RawMessage
+		_ = json.Unmarshal(data, &rs)
+		for range rs {
+			s.onResponse()
+		}
+	}
 	return int64(len(data)), nil
+}
+
+func (s *stream) writeFrame(data []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.t.writeFrame(data)
 }
 
 // Close implements jsonrpc2.Stream.
@@ -140,8 +161,7 @@ func (s *stream) replyError(id json.RawMessage, code protocol.ErrorCode, msg str
 	if err != nil {
 		return fmt.Errorf("encode error reply: %w", err)
 	}
-	_, err = s.WriteFrame(context.Background(), b)
-	return err
+	return s.writeFrame(b)
 }
 
 // validateFrame reports why jsonrpc2 would refuse frame, with the id to
