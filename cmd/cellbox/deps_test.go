@@ -12,13 +12,13 @@ func TestImportDirection(t *testing.T) {
 	const mod = "github.com/cellbox-dev/cellbox/"
 	// What each package may import of ours, directly. cmd may import anything.
 	allowed := map[string][]string{
-		"protocol":          {},
-		"protocol/gen":      {},
-		"rpc":               {"protocol", "kernel", "pty", "workspace"},
-		"kernel":            {"workspace", "protocol"},
-		"pty":               {"workspace", "protocol"},
-		"workspace":         {"workspace/sandbox", "protocol"},
-		"workspace/sandbox": {},
+		"protocol":                      {},
+		"protocol/gen":                  {},
+		"rpc":                           {"protocol", "kernel", "pty", "workspace"},
+		"kernel":                        {"workspace", "protocol"},
+		"pty":                           {"workspace", "protocol"},
+		"workspace":                     {"workspace/sandbox", "protocol"},
+		"workspace/sandbox":             {},
 		"workspace/sandbox/sandboxtest": {},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
