@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
 // cleanup finds what a crashed daemon left: sandbox inits of this user
@@ -24,16 +26,10 @@ func (m *Manager) cleanup() {
 		if err != nil || !strings.HasPrefix(string(cmdline), "cellbox-sandbox:init") {
 			continue
 		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		ppid, ok := sandbox.ParentPID(e.Name())
+		if !ok {
 			continue
 		}
-		i := strings.LastIndexByte(string(st), ')')
-		f := strings.Fields(string(st[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
 		if ppid == os.Getpid() {
 			continue
 		}

@@ -15,4 +15,7 @@ var (
 	ErrSandboxUnavailable = errors.New("sandbox unavailable")
 	// ErrClosed: the workspace was closed.
 	ErrClosed = errors.New("workspace closed")
+	// ErrPathOutside: a path given to a daemon-side file operation is
+	// absolute, or leaves /workspace with "..".
+	ErrPathOutside = errors.New("path outside the workspace")
 )

@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,9 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrPathOutside: a path given to a daemon-side file operation is absolute
-// or climbs out of /workspace with "..".
-var ErrPathOutside = errors.New("path outside the workspace")
 
 // maxReadFileBytes bounds ReadFile.
 const maxReadFileBytes = 64 << 20

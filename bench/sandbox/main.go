@@ -61,21 +61,11 @@ type options struct {
 	label     string
 }
 
-// etcFiles mirrors workspace/sandbox's etcFiles (mounts_linux.go): the
-// host's /etc entries a sandbox binds read-only when they exist. bwrap gets
-// the same binds.
-var etcFiles = []string{
-	"resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "protocols", "services",
-	"ssl", "ca-certificates", "ca-certificates.conf", "pki", "crypto-policies",
-	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
-	"localtime", "timezone", "zoneinfo", "mime.types", "os-release",
-	"bash.bashrc", "profile", "profile.d", "inputrc", "environment", "terminfo",
-	"python3", "fonts", "matplotlibrc", "gitconfig", "vim", "vimrc",
-}
-
-// topLinks mirrors workspace/sandbox's topLinks: kept as symlinks where the
-// host has merged /usr, bound where they are real directories.
-var topLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+// etcFiles and topLinks are what a sandbox binds; bwrap gets the same.
+var (
+	etcFiles = sandbox.EtcFiles()
+	topLinks = sandbox.TopLinks()
+)
 
 func run(args []string, stdout io.Writer) error {
 	var o options

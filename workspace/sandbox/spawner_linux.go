@@ -420,20 +420,10 @@ func descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		ppid, ok := ParentPID(e.Name())
+		if !ok {
 			continue
 		}
-		// pid (comm) state ppid ...: comm may hold spaces and parens.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
 		children[ppid] = append(children[ppid], p)
 	}
 	var out []int
