@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-
 // maxReadFileBytes bounds ReadFile.
 const maxReadFileBytes = 64 << 20
 
