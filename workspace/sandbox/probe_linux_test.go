@@ -5,13 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -306,54 +304,13 @@ func TestHelperEntriesOneByOne(t *testing.T) {
 // mode, which prints the report as JSON.
 func TestProbeAsUnprivilegedUser(t *testing.T) {
 	name := os.Getenv("CELLBOX_TEST_USER")
-	// CI (CI=true, as root, with .ci/run's test user) must run this; a
-	// developer's machine may lack the user, and then it says why it skipped.
-	skip := t.Skip
-	if os.Getenv("CI") != "" {
-		skip = t.Fatal
-	}
-	if name == "" {
-		skip("set CELLBOX_TEST_USER to a throwaway user (useradd -m cellboxtest) and run as root to probe as that user")
-	}
-	if os.Getuid() != 0 {
-		skip("needs root to switch to CELLBOX_TEST_USER")
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatalf("look up CELLBOX_TEST_USER: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	var groups []uint32
-	if gids, err := u.GroupIds(); err == nil {
-		for _, g := range gids {
-			if n, err := strconv.Atoi(g); err == nil {
-				groups = append(groups, uint32(n))
-			}
-		}
-	}
-
-	dir, err := os.MkdirTemp("", "cellbox-probe-user-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "test")
-	if err := copyFile("/proc/self/exe", bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	cmd := exec.Command(bin, "-test.run", "^TestDumpProbe$", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"CELLBOX_TEST_DUMP_PROBE=1", "HOME=" + u.HomeDir, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=/tmp"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}}
+	cmd := sandboxtest.UserCommand(t, "-test.run", "^TestDumpProbe$", "-test.v")
+	cmd.Env = append(cmd.Env, "CELLBOX_TEST_DUMP_PROBE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("probe as %s (uid %d): %v\n%s", name, uid, err, out)
+		t.Fatalf("probe as %s: %v\n%s", name, err, out)
 	}
+	uid := cmd.SysProcAttr.Credential.Uid
 	asUser := decodeDump(t, out)
 	t.Logf("as %s (uid %d):", name, uid)
 	logReport(t, asUser)
@@ -514,23 +471,6 @@ func TestDumpProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Stdout.Write(append(append([]byte("PROBE-JSON: "), b...), '\n'))
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func BenchmarkProbe(b *testing.B) {

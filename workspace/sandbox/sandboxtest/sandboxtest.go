@@ -14,10 +14,22 @@ import (
 )
 
 // RunAsTestUser re-runs this test binary's tests matching pattern as the
-// user CELLBOX_TEST_USER names, and fails if they fail. Without that user
-// (or without root to switch to it) it skips, saying why, except under CI
-// (the CI variable set), where a missing user is a failure.
+// user CELLBOX_TEST_USER names, and fails if they fail.
 func RunAsTestUser(t *testing.T, pattern string) {
+	t.Helper()
+	cmd := UserCommand(t, "-test.run", pattern, "-test.v", "-test.count=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("tests %s as %s:\n%s", pattern, os.Getenv("CELLBOX_TEST_USER"), out)
+	if err != nil {
+		t.Fatalf("tests %s as %s failed: %v", pattern, os.Getenv("CELLBOX_TEST_USER"), err)
+	}
+}
+
+// UserCommand returns a command that runs a copy of this test binary with
+// args as the user CELLBOX_TEST_USER names, in a clean environment. Without
+// that user (or without root to switch to it) it skips, saying why, except
+// under CI (the CI variable set), where a missing user is a failure.
+func UserCommand(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	name := os.Getenv("CELLBOX_TEST_USER")
 	skip := t.Skip
@@ -36,6 +48,9 @@ func RunAsTestUser(t *testing.T, pattern string) {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
+	if uid == 0 {
+		t.Fatalf("CELLBOX_TEST_USER %s is root", name)
+	}
 	dir, err := os.MkdirTemp("", "cellbox-as-user-")
 	if err != nil {
 		t.Fatal(err)
@@ -48,15 +63,11 @@ func RunAsTestUser(t *testing.T, pattern string) {
 	if err := copyExe(bin); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run", pattern, "-test.v", "-test.count=1")
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + u.HomeDir, "USER=" + name, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=/tmp", "CELLBOX_AS_TEST_USER=1"}
+	cmd.Env = []string{"HOME=" + u.HomeDir, "USER=" + name, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=/tmp", "LANG=C.UTF-8", "CELLBOX_AS_TEST_USER=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	out, err := cmd.CombinedOutput()
-	t.Logf("tests %s as %s (uid %d):\n%s", pattern, name, uid, out)
-	if err != nil {
-		t.Fatalf("tests %s as %s failed: %v", pattern, name, err)
-	}
+	return cmd
 }
 
 // AsTestUser is true in the re-run RunAsTestUser starts, so that a test can
