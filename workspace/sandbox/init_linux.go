@@ -41,11 +41,22 @@ type initConfig struct {
 	// after the config, in one "trees" message, in this order: its sandbox's
 	// root is a range id that may not be able to walk to the host
 	// directories by path (for example below /root). Names: layers (the
-	// directory of the upper and work directories), scratch, ro:PATH, and
-	// lower (the project, idmapped).
+	// directory of the upper and work directories), scratch, and lower (the
+	// project, idmapped).
 	Trees []string `json:"trees,omitempty"`
 
 	trees map[string]*os.File // received
+}
+
+// prepConfig is what a sandbox's root needs that does not depend on the
+// workspace: the init gets it at launch, before its config.
+type prepConfig struct {
+	Network  Network  `json:"network"`
+	ReadOnly []string `json:"readOnly,omitempty"`
+	TmpBytes int64    `json:"tmpBytes,omitempty"`
+	// Trees name the detached clones of the ReadOnly paths (ro:PATH) a root
+	// daemon sends with this message.
+	Trees []string `json:"trees,omitempty"`
 }
 
 // tree returns the detached mount named name, or nil.
@@ -95,8 +106,28 @@ func initMain([]string) int {
 	if err != nil {
 		return fail(err)
 	}
-	// A pooled init waits here, its spawner started, until the daemon has a
-	// workspace for it.
+	// What does not depend on the workspace is built now; a pooled init
+	// then waits for its workspace.
+	pm, pfiles, err := ctl.recv()
+	if err != nil || pm.Op != "prep" || pm.Prep == nil || len(pfiles) != len(pm.Prep.Trees) {
+		closeAll(pfiles)
+		sp.Process.Kill()
+		if err != nil {
+			return 0 // the daemon let this init go
+		}
+		return fail(fmt.Errorf("receive the sandbox's preparation: op %v, %d of %d mounts", opOf(pm), len(pfiles), len(pm.Prep.Trees)))
+	}
+	roTrees := map[string]*os.File{}
+	for i, name := range pm.Prep.Trees {
+		roTrees[name] = pfiles[i]
+	}
+	prep, err := prepareRoot(pm.Prep, roTrees)
+	closeAll(pfiles)
+	if err != nil {
+		sp.Process.Kill()
+		return fail(err)
+	}
+
 	var cfg initConfig
 	cf := os.NewFile(initConfigFD, "config")
 	if err := json.NewDecoder(io.LimitReader(cf, maxMsgBytes)).Decode(&cfg); err != nil {
@@ -119,8 +150,7 @@ func initMain([]string) int {
 			cfg.trees[name] = files[i]
 		}
 	}
-	lower := cfg.tree("lower")
-	layers, err := buildRoot(&cfg, lower)
+	layers, err := finishRoot(prep, &cfg, cfg.tree("lower"))
 	for _, f := range cfg.trees {
 		f.Close()
 	}

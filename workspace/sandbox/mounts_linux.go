@@ -45,8 +45,17 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 const defaultTmpBytes = 256 << 20
 
-func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
-	cfg := &ic.Config
+// prepared is a root built but for /workspace, waiting for its config.
+type prepared struct {
+	mfd    int    // the root tmpfs's mount (closed by finishRoot)
+	root   string // how this process names it until pivot_root
+	layers *Layers
+}
+
+// prepareRoot builds everything of the root that does not depend on the
+// workspace, so a pooled init has it done before a workspace asks.
+func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err error) {
+	cfg := pc
 	layers := &Layers{UserNamespaces: true, PidNamespace: true, Network: cfg.Network}
 	// The root is a tmpfs made with the new mount API and stacked on this
 	// namespace's "/", where this process keeps seeing the old root until
@@ -72,7 +81,11 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsmount the root tmpfs: %w", err)
 	}
-	defer unix.Close(mfd)
+	defer func() {
+		if err != nil {
+			unix.Close(mfd)
+		}
+	}()
 	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, "/", unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return nil, fmt.Errorf("attach the root tmpfs: %w", err)
 	}
@@ -112,7 +125,7 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 		}
 	}
 	for _, p := range cfg.ReadOnly {
-		tree := ic.tree("ro:" + p)
+		tree := trees["ro:"+p]
 		if tree == nil {
 			if _, err := os.Stat(p); err != nil {
 				continue // it does not exist
@@ -208,11 +221,6 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 		return nil, fmt.Errorf("mount %s: %w", SandboxHome, err)
 	}
 
-	// /workspace.
-	if err := mountWorkspace(ic, lower, root, in("workspace"), layers); err != nil {
-		return nil, err
-	}
-
 	// Hostname and network.
 	if err := unix.Sethostname([]byte(Hostname)); err != nil {
 		return nil, fmt.Errorf("sethostname: %w", err)
@@ -222,6 +230,19 @@ func buildRoot(ic *initConfig, lower *os.File) (*Layers, error) {
 			return nil, err
 		}
 		layers.NetworkNamespace = true
+	}
+
+	return &prepared{mfd: mfd, root: root, layers: layers}, nil
+}
+
+// finishRoot mounts the workspace into a prepared root and enters it.
+func finishRoot(pr *prepared, ic *initConfig, lower *os.File) (*Layers, error) {
+	defer unix.Close(pr.mfd)
+	mfd, root, layers := pr.mfd, pr.root, pr.layers
+	in := func(p string) string { return filepath.Join(root, p) }
+	// /workspace.
+	if err := mountWorkspace(ic, lower, root, in("workspace"), layers); err != nil {
+		return nil, err
 	}
 
 	// Enter the new root; the old one goes away entirely (pivot_root(".",

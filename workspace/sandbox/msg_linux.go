@@ -16,9 +16,12 @@ import (
 // passed alongside (SCM_RIGHTS).
 //
 //	daemon                    init (pid 1, sandbox root)        spawner (nested userns)
+//	  |                          | starts ------------------------->| (waits for go)
+//	  | -- {prep} [+ ro fds] --->| builds the root but /workspace   |
+//	  |    (a pooled init waits here for a workspace)               |
 //	  | -- config (fd 3 pipe) -->|                                  |
-//	  | -- {lower} + fd ------->| (root daemon: idmapped project)  |
-//	  |                          | builds the root, starts -------->| (waits for go)
+//	  | -- {trees} + fds ------>| (root daemon: layers, idmapped project)
+//	  |                          | mounts /workspace, pivot_root    |
 //	  |                          | -- go (fd 4 pipe) -------------->| locks itself down
 //	  |<---------------------------------------------- {ready} -----|
 //	  | -- {spawn} + stdio fds ---------------------------------->|
@@ -55,6 +58,9 @@ type msg struct {
 
 	// ready
 	Layers *Layers `json:"layers,omitempty"`
+
+	// prep
+	Prep *prepConfig `json:"prep,omitempty"`
 
 	Err string `json:"err,omitempty"`
 }

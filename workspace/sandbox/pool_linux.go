@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Pool keeps one sandbox launched ahead of time: an init in its new
@@ -29,14 +30,17 @@ func NewPool() *Pool {
 // Start is Start with a pooled init when one is ready; then it launches the
 // next in the background.
 func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
-	if cfg.Network == NetworkHost {
-		return Start(ctx, cfg)
+	if cfg.Network == NetworkHost || len(cfg.ReadOnly) > 0 || cfg.TmpBytes != 0 {
+		return Start(ctx, cfg) // not what the pool prepares
 	}
 	p.mu.Lock()
 	l := p.next
 	p.next = nil
 	p.mu.Unlock()
-	p.refill()
+	// The next one launches a little later: two processes and their
+	// runtimes starting now would take the CPU this sandbox and its first
+	// program need.
+	defer time.AfterFunc(refillDelay, p.refill)
 	if l != nil {
 		s, err := l.configure(ctx, cfg)
 		if err == nil || ctx.Err() != nil {
@@ -47,6 +51,9 @@ func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	return Start(ctx, cfg)
 }
+
+// refillDelay is how long after taking a sandbox the pool launches the next.
+const refillDelay = 250 * time.Millisecond
 
 // refill launches the next init if none is waiting.
 func (p *Pool) refill() {
@@ -59,7 +66,7 @@ func (p *Pool) refill() {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		l, err := launch(NetworkNone)
+		l, err := launch(NetworkNone, nil, 0)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.filling = false

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,7 +60,7 @@ type Process struct {
 // it the project through an idmapped mount; an ordinary user's daemon maps
 // the sandbox's root to itself. A Pool starts the processes ahead of time.
 func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
-	l, err := launch(cfg.Network)
+	l, err := launch(cfg.Network, cfg.ReadOnly, cfg.TmpBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -70,15 +71,17 @@ func Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 // for its config: the part of building a sandbox that does not depend on
 // the workspace, and the slow part (two processes and their runtimes).
 type launched struct {
-	network Network
-	ids     idMaps
-	cmd     *exec.Cmd
-	cfgW    *os.File
-	ctl, sp *msgConn
-	stderr  *capBuffer
+	network  Network
+	readOnly []string
+	tmpBytes int64
+	ids      idMaps
+	cmd      *exec.Cmd
+	cfgW     *os.File
+	ctl, sp  *msgConn
+	stderr   *capBuffer
 }
 
-func launch(network Network) (_ *launched, err error) {
+func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, err error) {
 	if _, ok := os.LookupEnv(ReexecEnv); ok {
 		return nil, errEntryNotHandled
 	}
@@ -118,7 +121,12 @@ func launch(network Network) (_ *launched, err error) {
 	if network != NetworkHost {
 		flags |= unix.CLONE_NEWNET
 	}
-	l := &launched{network: network, ids: ids, cfgW: cfgW, stderr: &capBuffer{max: 4096}}
+	for _, p := range readOnly {
+		if !strings.HasPrefix(p, "/") {
+			return nil, fmt.Errorf("read-only bind %q is not an absolute path", p)
+		}
+	}
+	l := &launched{network: network, readOnly: readOnly, tmpBytes: tmpBytes, ids: ids, cfgW: cfgW, stderr: &capBuffer{max: 4096}}
 	cmd := exec.Command(selfExe)
 	cmd.Args = []string{argv0Prefix + entryInit}
 	cmd.Env = []string{ReexecEnv + "=" + entryInit, "GORACE=atexit_sleep_ms=0"}
@@ -155,8 +163,49 @@ func launch(network Network) (_ *launched, err error) {
 		l.ctl.close()
 		return nil, err
 	}
+	// What the root needs that does not depend on the workspace: a root
+	// daemon's sandbox gets the read-only paths as detached clones.
+	prep := &prepConfig{Network: network, ReadOnly: readOnly, TmpBytes: tmpBytes}
+	var trees []*os.File
+	defer func() { closeAll(trees) }()
+	if ids.root {
+		for _, p := range readOnly {
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			f, err := openTree(p)
+			if err != nil {
+				l.ctl.close()
+				l.sp.close()
+				return nil, err
+			}
+			prep.Trees, trees = append(prep.Trees, "ro:"+p), append(trees, f)
+		}
+	}
+	fds := make([]int, len(trees))
+	for i, f := range trees {
+		fds[i] = int(f.Fd())
+	}
+	if err := l.ctl.send(&msg{Op: "prep", Prep: prep}, fds...); err != nil {
+		l.ctl.close()
+		l.sp.close()
+		return nil, err
+	}
 	return l, nil
 }
+
+// openTree returns a detached clone of the mount tree at path.
+func openTree(path string) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return nil, fmt.Errorf("open_tree %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// errLaunchedOther: a launched init was prepared for another network,
+// read-only binds or tmpfs size than the config asks.
+var errLaunchedOther = errors.New("sandbox launched with other settings")
 
 // kill ends a launched init that will not be used.
 func (l *launched) kill() {
@@ -187,13 +236,8 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 	if cfg.Network == "" {
 		cfg.Network = NetworkNone
 	}
-	if cfg.Network != l.network {
-		return nil, fmt.Errorf("sandbox launched for network %s, asked for %s", l.network, cfg.Network)
-	}
-	for _, p := range cfg.ReadOnly {
-		if !strings.HasPrefix(p, "/") {
-			return nil, fmt.Errorf("read-only bind %q is not an absolute path", p)
-		}
+	if cfg.Network != l.network || !slices.Equal(cfg.ReadOnly, l.readOnly) || cfg.TmpBytes != l.tmpBytes {
+		return nil, errLaunchedOther
 	}
 
 	// A root daemon's sandbox is a range id that may not be able to walk to
@@ -204,21 +248,14 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 	var files []*os.File
 	defer func() { closeAll(files) }()
 	clone := func(name, path string) error {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		f, err := openTree(path)
 		if err != nil {
-			return fmt.Errorf("open_tree %s: %w", path, err)
+			return err
 		}
-		names, files = append(names, name), append(files, os.NewFile(uintptr(fd), name))
+		names, files = append(names, name), append(files, f)
 		return nil
 	}
 	if l.ids.root {
-		for _, p := range cfg.ReadOnly {
-			if _, err := os.Stat(p); err == nil {
-				if err := clone("ro:"+p, p); err != nil {
-					return nil, err
-				}
-			}
-		}
 		switch cfg.Mode {
 		case ModeScratch:
 			err = clone("scratch", cfg.Scratch)
