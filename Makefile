@@ -24,10 +24,12 @@ test:
 	$(GO) test -race -count=1 -timeout 20m ./rpc/... ./protocol/...
 
 # Benchmarks that print their figures: JSON-RPC round trips against the real
-# binary, and sandbox start and spawn side by side with bubblewrap.
+# binary, sandbox start and spawn side by side with bubblewrap, and terminal
+# throughput and keystroke echo side by side with reading a pty directly.
 bench:
 	bash bench/rpc.sh
 	bash bench/sandbox.sh
+	bash bench/pty.sh
 
 generate:
 	$(GO) generate ./...

@@ -11,6 +11,4 @@ const (
 	DefaultMaxOutputBytes = 8 << 20
 	// DefaultMaxKernels bounds the kernels one daemon runs at once.
 	DefaultMaxKernels = 128
-	// DefaultMaxPtys bounds the terminals one daemon runs at once.
-	DefaultMaxPtys = 64
 )

@@ -59,6 +59,8 @@ func TestMarshal(t *testing.T) {
 			`{"watchId":"f1","workspaceId":"w1","changes":[{"path":"a","type":"created"}]}`},
 		{"pty/open", PtyOpenParams{WorkspaceID: "w1", Cols: 80, Rows: 24, Encoding: EncodingBase64}, `{"workspaceId":"w1","cols":80,"rows":24,"encoding":"base64"}`},
 		{"pty/output", PtyOutputParams{PtyID: "p1", Seq: 7, Data: "$ "}, `{"ptyId":"p1","seq":7,"data":"$ "}`},
+		{"pty/attach result", PtyAttachResult{Dropped: true, FirstSeq: 42}, `{"dropped":true,"firstSeq":42}`},
+		{"pty/attach result nothing dropped", PtyAttachResult{FirstSeq: 1}, `{"dropped":false,"firstSeq":1}`},
 		{"pty/exit normal", PtyExitParams{PtyID: "p1"}, `{"ptyId":"p1","exitCode":0}`},
 		{"pty/exit signal", PtyExitParams{PtyID: "p1", ExitCode: 137, Signal: "SIGKILL"}, `{"ptyId":"p1","exitCode":137,"signal":"SIGKILL"}`},
 		{"$/progress", ProgressParams{Token: 1, Value: ProgressValue{Kind: ProgressReport, Percentage: ptr(0)}},

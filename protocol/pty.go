@@ -11,6 +11,13 @@ package protocol
 //     scrollback.
 //   - pty/exit of a process killed by a signal has exitCode 128+N (as a
 //     shell reports it) and signal its name, for example "SIGKILL".
+//   - pty/attach answers PtyAttachResult (dropped, firstSeq) instead of {},
+//     so a client knows whether the scrollback still held what it asked for.
+//   - The first pty/output of a new terminal may reach the client before
+//     the pty/open answer that names its ptyId.
+//   - A pty/output chunk carries at most 64 KiB of the terminal's bytes
+//     (before encoding); in utf8, bytes that are not UTF-8 arrive as U+FFFD,
+//     one per byte.
 
 // PtyOpenParams are the params of `pty/open`.
 type PtyOpenParams struct {
@@ -65,6 +72,17 @@ type PtyAttachParams struct {
 	// FromSeq replays the kept scrollback from this seq on. Extension:
 	// absent replays all of it.
 	FromSeq *int64 `json:"fromSeq,omitempty"`
+}
+
+// PtyAttachResult is the result of `pty/attach`. Extension: §5 answers {};
+// these fields say what the replay held.
+type PtyAttachResult struct {
+	// Dropped is true when output the client asked for (from fromSeq, or
+	// from seq 1 without it) was no longer in the bounded scrollback.
+	Dropped bool `json:"dropped"`
+	// FirstSeq is the seq of the first pty/output this connection receives
+	// for the terminal: the first one replayed, or the next one to come.
+	FirstSeq int64 `json:"firstSeq"`
 }
 
 // PtyAckParams are the params of `pty/ack`: flow control. The server stops

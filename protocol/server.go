@@ -55,7 +55,7 @@ type Server interface {
 	PtyOpen(context.Context, *PtyOpenParams) (*PtyOpenResult, error)
 	PtyWrite(context.Context, *PtyWriteParams) (*Empty, error)
 	PtyResize(context.Context, *PtyResizeParams) (*Empty, error)
-	PtyAttach(context.Context, *PtyAttachParams) (*Empty, error)
+	PtyAttach(context.Context, *PtyAttachParams) (*PtyAttachResult, error)
 	PtyAck(context.Context, *PtyAckParams) (*Empty, error)
 	PtyClose(context.Context, *PtyIDParams) (*Empty, error)
 

@@ -45,6 +45,8 @@ type conn struct {
 	// answered is closed (and replaced) each time one is.
 	unanswered int
 	answered   chan struct{}
+	// closers run once when the connection ends, by key (see onClose).
+	closers map[string]func()
 }
 
 var _ protocol.Server = (*conn)(nil)
@@ -85,6 +87,13 @@ func (d *Daemon) serveConn(ctx context.Context, s *stream, transport string, onE
 	}
 	cancel()
 	c.cancelAll()
+	c.mu.Lock()
+	closers := c.closers
+	c.closers = nil
+	c.mu.Unlock()
+	for _, f := range closers {
+		f()
+	}
 	_ = c.rpc.Close()
 	if err := c.rpc.Err(); err != nil {
 		c.log.Debug("connection ended", "err", err)
@@ -92,6 +101,23 @@ func (d *Daemon) serveConn(ctx context.Context, s *stream, transport string, onE
 		c.log.Debug("connection closed")
 	}
 	return c
+}
+
+// onClose runs f once when the connection ends (at once if it has);
+// another f under the same key replaces it.
+func (c *conn) onClose(key string, f func()) {
+	c.mu.Lock()
+	if c.ctx.Err() == nil {
+		if c.closers == nil {
+			c.closers = make(map[string]func())
+		}
+		c.closers[key] = f
+		f = nil
+	}
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // shutDown reports whether the client sent shutdown.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace"
 )
 
@@ -36,6 +37,8 @@ type Options struct {
 	TestHooks bool
 	// Workspaces runs the workspaces (required).
 	Workspaces *workspace.Manager
+	// Ptys runs the terminals (required).
+	Ptys *pty.Manager
 	// Token, AllowOrigins: websocket security (PROTOCOL.md §1), see http.go.
 	Token        string
 	AllowOrigins []string
@@ -72,6 +75,9 @@ func New(opts Options) *Daemon {
 	}
 	if opts.Workspaces == nil {
 		panic("rpc.New: Options.Workspaces is required")
+	}
+	if opts.Ptys == nil {
+		panic("rpc.New: Options.Ptys is required")
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
@@ -111,6 +117,7 @@ func (d *Daemon) Stats() protocol.DaemonStats {
 	return protocol.DaemonStats{
 		UptimeMs:    time.Since(d.started).Milliseconds(),
 		Workspaces:  d.opts.Workspaces.Len(),
+		Ptys:        d.opts.Ptys.Len(),
 		LatencyMs:   protocol.LatencyMs{P50: p50, P99: p99},
 		MemoryBytes: residentBytes(),
 		Connections: int(d.connCount.Load()),

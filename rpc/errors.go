@@ -12,6 +12,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace"
 )
 
@@ -61,6 +62,12 @@ func toProtocolError(err error) *protocol.Error {
 		{workspace.ErrSandboxUnavailable, protocol.CodeSandboxUnavailable},
 		{workspace.ErrClosed, protocol.CodeNotFound},
 		{workspace.ErrPathOutside, protocol.CodePathOutsideWorkspace},
+		{pty.ErrNotFound, protocol.CodeNotFound},
+		{pty.ErrExited, protocol.CodeNotFound},
+		{pty.ErrClosed, protocol.CodeNotFound},
+		{pty.ErrInvalid, protocol.CodeInvalidParams},
+		{pty.ErrStart, protocol.CodeInvalidParams},
+		{pty.ErrLimit, protocol.CodeLimitExceeded},
 	} {
 		if errors.Is(err, m.err) {
 			return &protocol.Error{Code: m.code, Message: err.Error(), Detail: err.Error()}

@@ -12,6 +12,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace"
 )
 
@@ -134,7 +135,8 @@ func wantCode(t *testing.T, err error, code protocol.ErrorCode) *jsonrpc2.Error 
 	return je
 }
 
-// newTestDaemon is New with a workspace manager on a temporary state dir.
+// newTestDaemon is New with a workspace manager on a temporary state dir
+// and a terminal manager over it.
 func newTestDaemon(t testing.TB, opts Options) *Daemon {
 	t.Helper()
 	if opts.Workspaces == nil {
@@ -144,6 +146,11 @@ func newTestDaemon(t testing.TB, opts Options) *Daemon {
 		}
 		t.Cleanup(m.Shutdown)
 		opts.Workspaces = m
+	}
+	if opts.Ptys == nil {
+		p := pty.NewManager(pty.Options{Workspaces: opts.Workspaces})
+		t.Cleanup(p.Shutdown) // before the workspaces' Shutdown
+		opts.Ptys = p
 	}
 	return New(opts)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
@@ -61,7 +62,7 @@ func capabilitiesFrom(r sandbox.Report, langs []kernel.Language) protocol.Server
 			MaxCodeBytes:               kernel.DefaultMaxCodeBytes,
 			MaxOutputBytesPerExecution: kernel.DefaultMaxOutputBytes,
 			MaxKernels:                 kernel.DefaultMaxKernels,
-			MaxPtys:                    kernel.DefaultMaxPtys,
+			MaxPtys:                    pty.DefaultMaxPtys,
 		},
 	}
 	for _, l := range langs {

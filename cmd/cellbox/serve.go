@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/rpc"
 	"github.com/cellbox-dev/cellbox/workspace"
 )
@@ -92,8 +93,11 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return 1
 	}
 	defer ws.Shutdown()
+	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log})
+	defer ptys.Shutdown() // before the workspaces'
 	d := rpc.New(rpc.Options{
 		Workspaces:      ws,
+		Ptys:            ptys,
 		Version:         cellboxVersion(),
 		Logger:          log,
 		Capabilities:    hostCapabilities(cfg.stateDir, log),

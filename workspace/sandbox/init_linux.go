@@ -166,10 +166,14 @@ func initMain([]string) int {
 	return reap(ctl, sp.Process.Pid)
 }
 
-// ignoreSignals ignores every signal a sandbox's code could send to stop
-// or end the process.
+// ignoreSignals makes this process deaf to every signal a sandbox's code
+// could send to stop or end it. They are caught and dropped, not ignored:
+// an ignored signal stays ignored across exec, and the programs the spawner
+// starts must get ^C, SIGTERM, SIGPIPE and SIGWINCH as usual (a caught one
+// is reset to its default in a child).
 func ignoreSignals() {
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
+	sink := make(chan os.Signal, 1) // never read: Notify drops what does not fit
+	signal.Notify(sink, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
 		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM,
 		syscall.SIGPROF, syscall.SIGCONT, syscall.SIGWINCH, syscall.SIGURG, syscall.SIGIO, syscall.SIGPWR, syscall.SIGSYS)

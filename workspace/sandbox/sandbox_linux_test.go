@@ -216,9 +216,17 @@ func TestSandboxSpawnFeatures(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a child of the killed program still holds its output")
 		}
-		out, _ := sh(t, s, "ps -e -o comm= 2>/dev/null || ls /proc | grep -c '^[0-9]'")
-		if strings.Contains(out, "sleep") {
-			t.Fatalf("sleep left in the sandbox: %q", out)
+		// Killed processes may still wait a moment for the reaper.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			out, _ := sh(t, s, "ps -e -o stat=,comm=")
+			if !strings.Contains(out, "sleep") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sleep left in the sandbox: %q", out)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 	t.Run("orphans are reaped", func(t *testing.T) {
@@ -320,4 +328,17 @@ func TestSandboxAsUnprivilegedUser(t *testing.T) {
 		t.Skip("already the test user")
 	}
 	sandboxtest.RunAsTestUser(t, "^(TestSandboxBasics|TestSandboxSpawnFeatures|TestSandboxModes|TestSandboxClosedLeavesNothing)$")
+}
+
+// Programs start with default signal handling, whatever the spawner does
+// to protect itself: ^C, SIGTERM and SIGPIPE work in the sandbox.
+func TestSandboxProgramsGetDefaultSignals(t *testing.T) {
+	s, _, _ := testSandbox(t, ModeOverlay)
+	out, st := sh(t, s, "grep -E '^Sig(Ign|Cgt)' /proc/self/status")
+	if st.Code != 0 || !strings.Contains(out, "SigIgn:\t0000000000000000") {
+		t.Fatalf("signal dispositions of a program: %q", out)
+	}
+	if _, st := sh(t, s, "sleep 30 & kill -TERM $!; wait $!; exit $?"); st.Code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("SIGTERM to a program: %v", st)
+	}
 }

@@ -1169,6 +1169,23 @@ export interface PtyAttachParams {
 }
 
 /**
+ * PtyAttachResult is the result of `pty/attach`. Extension: §5 answers {};
+ * these fields say what the replay held.
+ */
+export interface PtyAttachResult {
+  /**
+   * dropped is true when output the client asked for (from fromSeq, or
+   * from seq 1 without it) was no longer in the bounded scrollback.
+   */
+  dropped: boolean;
+  /**
+   * firstSeq is the seq of the first pty/output this connection receives
+   * for the terminal: the first one replayed, or the next one to come.
+   */
+  firstSeq: number;
+}
+
+/**
  * PtyAckParams are the params of `pty/ack`: flow control. The server stops
  * reading a terminal whose unacknowledged output exceeds a high-water mark.
  */

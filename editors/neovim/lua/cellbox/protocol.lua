@@ -807,6 +807,12 @@ M.enums = {
 ---@field ptyId string
 ---@field fromSeq? integer fromSeq replays the kept scrollback from this seq on. Extension: absent replays all of it.
 
+--- PtyAttachResult is the result of `pty/attach`. Extension: §5 answers {};
+--- these fields say what the replay held.
+---@class cellbox.PtyAttachResult
+---@field dropped boolean dropped is true when output the client asked for (from fromSeq, or from seq 1 without it) was no longer in the bounded scrollback.
+---@field firstSeq integer firstSeq is the seq of the first pty/output this connection receives for the terminal: the first one replayed, or the next one to come.
+
 --- PtyAckParams are the params of `pty/ack`: flow control. The server stops
 --- reading a terminal whose unacknowledged output exceeds a high-water mark.
 ---@class cellbox.PtyAckParams
