@@ -172,16 +172,11 @@ func (m *Manager) Open(ctx context.Context, p protocol.PtyOpenParams, opener Sin
 	}
 	undoWS := func() { m.release(w.ID()); undo() }
 
-	spec := workspace.ProcSpec{Argv: argv, Env: env, Dir: dir, Limits: limits}
-	allocPtr(&spec.PTY) // a *sandbox.WinSize, a type pty may not name
-	spec.PTY.Cols, spec.PTY.Rows = uint16(p.Cols), uint16(p.Rows)
+	// A terminal joins the workspace's sandbox with the network it runs
+	// with (a kernel may have asked for the host's).
+	spec := workspace.ProcSpec{Argv: argv, Env: env, Dir: dir, Limits: limits, Network: w.Network(),
+		PTY: &workspace.WinSize{Cols: uint16(p.Cols), Rows: uint16(p.Rows)}}
 	proc, err := w.Spawn(ctx, spec)
-	if err != nil && errors.Is(err, workspace.ErrInvalid) && w.Sandbox() != nil {
-		// The workspace's sandbox already runs with the host's network (a
-		// kernel asked for it): a terminal joins its sandbox as it is.
-		spec.Network = protocol.NetworkModeHost
-		proc, err = w.Spawn(ctx, spec)
-	}
 	if err != nil {
 		undoWS()
 		if w.Sandbox() != nil && !errors.Is(err, context.Canceled) {
@@ -221,10 +216,6 @@ func (m *Manager) Open(ctx context.Context, p protocol.PtyOpenParams, opener Sin
 	m.log.Info("terminal opened", "pty", s.id, "workspace", w.ID(), "argv0", argv[0], "cols", p.Cols, "rows", p.Rows)
 	return s, nil
 }
-
-// allocPtr points *p at a new T. It lets pty fill in a pointer field of a
-// workspace type whose element type lives in a package pty does not import.
-func allocPtr[T any](p **T) { *p = new(T) }
 
 func newID() string {
 	b := make([]byte, 8)

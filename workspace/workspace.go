@@ -43,6 +43,9 @@ type Proc struct {
 	reason string     // why the daemon killed it, if it did
 }
 
+// WinSize is a terminal's size (columns and rows).
+type WinSize = sandbox.WinSize
+
 // ProcSpec is a program to start in a workspace.
 type ProcSpec struct {
 	Argv []string
@@ -51,7 +54,7 @@ type ProcSpec struct {
 	// Stdin, Stdout and Stderr are given to the program (nil: /dev/null),
 	// unless PTY is set.
 	Stdin, Stdout, Stderr *os.File
-	PTY                   *sandbox.WinSize
+	PTY                   *WinSize
 	// Limits, resolved (ResolveLimits); TimeoutMs kills the program's tree.
 	Limits protocol.Limits
 	// Network is the network of the workspace's sandbox; every program of
@@ -83,6 +86,17 @@ func (w *Workspace) UpperDir() string {
 		return ""
 	}
 	return filepath.Join(w.dir, "upper")
+}
+
+// Network is the network of the workspace's running sandbox, or "" when
+// none runs (the next program chooses).
+func (w *Workspace) Network() protocol.NetworkMode {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sb == nil || w.sb.Err() != nil {
+		return ""
+	}
+	return protocol.NetworkMode(w.network)
 }
 
 // Sandbox returns the running sandbox, or nil.
