@@ -56,8 +56,11 @@ type Options struct {
 	// ExitedTTL: how long an ended terminal stays attachable (0: the default).
 	ExitedTTL time.Duration
 	// Shell is the default command's first choice ("": LoginShell()).
-	Shell  string
-	Logger *slog.Logger
+	Shell string
+	// CullIdle closes a terminal that no connection is attached to and that
+	// has had no output or input for this long (PROTOCOL.md §2); 0 never.
+	CullIdle time.Duration
+	Logger   *slog.Logger
 }
 
 // Manager owns the daemon's terminals.
@@ -72,6 +75,7 @@ type Manager struct {
 	perWS    map[string]int // running, by workspace id
 	exited   []*Session     // ended and still attachable, oldest first
 	closed   bool
+	stop     chan struct{} // closed by Shutdown: ends cull
 }
 
 // NewManager returns a Manager.
@@ -103,11 +107,37 @@ func NewManager(opts Options) *Manager {
 	if opts.Shell == "" {
 		opts.Shell = LoginShell()
 	}
-	return &Manager{
+	m := &Manager{
 		opts:     opts,
 		log:      opts.Logger,
 		sessions: make(map[string]*Session),
 		perWS:    make(map[string]int),
+		stop:     make(chan struct{}),
+	}
+	if opts.CullIdle > 0 {
+		m.wg.Add(1)
+		go m.cull()
+	}
+	return m
+}
+
+// cull closes detached terminals idle for longer than CullIdle.
+func (m *Manager) cull() {
+	defer m.wg.Done()
+	t := time.NewTicker(min(max(m.opts.CullIdle/4, 10*time.Millisecond), time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		for _, s := range m.snapshot() {
+			if s.idleFor() > m.opts.CullIdle {
+				m.log.Info("closing an idle terminal no client is attached to", "pty", s.id, "idle", m.opts.CullIdle)
+				s.close(context.Background())
+			}
+		}
 	}
 }
 
@@ -191,6 +221,7 @@ func (m *Manager) Open(ctx context.Context, p protocol.PtyOpenParams, opener Sin
 		done: make(chan struct{}), subs: make(map[Sink]*sub), ring: newRing(m.opts.ScrollbackBytes),
 		size: [2]int{p.Cols, p.Rows}, inKick: make(chan struct{}, 1),
 	}
+	s.touch()
 	s.cond = sync.NewCond(&s.mu)
 	m.mu.Lock()
 	closed := m.closed
@@ -360,6 +391,9 @@ func (m *Manager) CloseOpenedBy(ctx context.Context, k Sink) {
 // fails afterwards.
 func (m *Manager) Shutdown() {
 	m.mu.Lock()
+	if !m.closed {
+		close(m.stop)
+	}
 	m.closed = true
 	m.mu.Unlock()
 	var wg sync.WaitGroup

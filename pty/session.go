@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,6 +70,10 @@ type Session struct {
 	closing bool // Close was called: likewise
 	exit    *protocol.PtyExitParams
 	size    [2]int // cols, rows
+
+	// active is when the terminal last had output, input or a client (unix
+	// nanoseconds), for culling.
+	active atomic.Int64
 
 	inMu    sync.Mutex // guards inq, inBytes
 	inq     [][]byte
@@ -269,6 +274,7 @@ func (s *Session) unackedLocked() int64 {
 
 // emit makes data the next chunk: into the scrollback, and to every sink.
 func (s *Session) emit(data string) {
+	s.touch()
 	s.sendMu.Lock()
 	s.mu.Lock()
 	s.seq++
@@ -332,6 +338,7 @@ func exitParams(id string, st workspace.ProcStatus) protocol.PtyExitParams {
 // without a gap or a repeat. Attaching an attached sink replays again. On a
 // terminal that has exited, k gets the replay and pty/exit.
 func (s *Session) Attach(k Sink, fromSeq *int64) (protocol.PtyAttachResult, error) {
+	s.touch()
 	from := int64(1)
 	if fromSeq != nil {
 		if *fromSeq < 0 {
@@ -446,6 +453,7 @@ func (s *Session) trimLocked() {
 // not wait for the program to read it; input the program leaves unread
 // beyond MaxInputBytes is refused.
 func (s *Session) Write(data string) error {
+	s.touch()
 	b, err := decodeInput(s.enc, data)
 	if err != nil {
 		return err
@@ -580,4 +588,18 @@ func (s *Session) close(ctx context.Context) {
 		s.m.log.Warn("terminal did not end after SIGKILL", "pty", s.id)
 	case <-ctx.Done():
 	}
+}
+
+func (s *Session) touch() { s.active.Store(time.Now().UnixNano()) }
+
+// idleFor is how long the terminal has been idle with no client attached
+// and its program running; 0 otherwise.
+func (s *Session) idleFor() time.Duration {
+	s.mu.Lock()
+	busy := len(s.subs) > 0 || s.ended || s.closing
+	s.mu.Unlock()
+	if busy {
+		return 0
+	}
+	return time.Since(time.Unix(0, s.active.Load()))
 }

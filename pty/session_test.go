@@ -647,3 +647,27 @@ func TestPtyAsUnprivilegedUser(t *testing.T) {
 	}
 	sandboxtest.RunAsTestUser(t, "^TestSession")
 }
+
+// TestCullIdle: a terminal no client is attached to and that has been idle
+// for --cull-idle is closed; one a client watches, or one that talks, is not.
+func TestCullIdle(t *testing.T) {
+	e := newEnv(t, Options{CullIdle: 300 * time.Millisecond})
+	watched, quiet, chatty := newSink(), newSink(), newSink()
+	w := e.open(t, protocol.PtyOpenParams{Command: []string{"sleep", "30"}}, watched)
+	q := e.open(t, protocol.PtyOpenParams{Command: []string{"sleep", "30"}}, quiet)
+	c := e.open(t, protocol.PtyOpenParams{Command: []string{"sh", "-c", "while :; do echo tick; sleep 0.1; done"}}, chatty)
+	q.Detach(quiet)
+	c.Detach(chatty)
+	select {
+	case <-q.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("an idle, detached terminal was not culled")
+	}
+	for _, s := range []*Session{w, c} {
+		select {
+		case <-s.Done():
+			t.Fatalf("terminal %s was culled while watched or busy", s.ID())
+		default:
+		}
+	}
+}

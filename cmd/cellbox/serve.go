@@ -32,6 +32,7 @@ type serveConfig struct {
 	logLevel        string
 	logFormat       string
 	testHooks       bool
+	cullIdle        time.Duration
 }
 
 func serveFlags(cfg *serveConfig) *flag.FlagSet {
@@ -46,6 +47,7 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "`DIR` for workspaces, checkpoints, logs and (without $XDG_RUNTIME_DIR) the runtime file")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
+	fs.DurationVar(&cfg.cullIdle, "cull-idle", 24*time.Hour, "close a terminal that no client is attached to and that has had no output or input for `DURATION` (0: never)")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
@@ -93,7 +95,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return 1
 	}
 	defer ws.Shutdown()
-	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log})
+	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log, CullIdle: cfg.cullIdle})
 	defer ptys.Shutdown() // before the workspaces'
 	d := rpc.New(rpc.Options{
 		Workspaces:      ws,
