@@ -75,6 +75,13 @@ func TestConnect(t *testing.T) {
 	env := testEnv(t)
 	rtDir := filepath.Join(envValue(env, "XDG_RUNTIME_DIR"), "cellbox")
 
+	// Whatever happens below, no daemon this test started outlives it.
+	t.Cleanup(func() {
+		servers, _ := rpc.FindServers(rtDir)
+		for _, s := range servers {
+			_ = syscall.Kill(s.PID, syscall.SIGTERM)
+		}
+	})
 	first := startConnect(t, env)
 	res := first.c.initialize(t)
 	checkCapabilities(t, res)
