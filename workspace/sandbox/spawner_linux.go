@@ -401,11 +401,15 @@ func (s *spawner) signal(m *msg) {
 		_ = syscall.Kill(pid, sig)
 		return
 	}
-	for _, p := range append(descendants(pid), tagged(m.ID)...) {
+	// Find the tree first (the program's children lose it as their parent
+	// when it dies), then signal the program itself first, so that it ends
+	// by the signal and not by seeing its children end.
+	tree := append(descendants(pid), tagged(m.ID)...)
+	_ = syscall.Kill(pid, sig)
+	_ = syscall.Kill(-pid, sig) // its process group (= session, from Setsid)
+	for _, p := range tree {
 		_ = syscall.Kill(p, sig)
 	}
-	_ = syscall.Kill(-pid, sig) // its process group (= session, from Setsid)
-	_ = syscall.Kill(pid, sig)
 }
 
 // descendants lists the processes below pid, from the sandbox's /proc.
