@@ -31,20 +31,6 @@ func checkSize(cols, rows int) error {
 	return nil
 }
 
-// sandboxEnv mirrors sandbox.DefaultEnv, the environment a program gets
-// when started without one: pty may import only workspace and protocol
-// (ARCHITECTURE.md), and a terminal needs that environment plus TERM and
-// the client's variables. TestSandboxEnv keeps the two equal.
-var sandboxEnv = []string{
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME=/home/cellbox",
-	"USER=cellbox",
-	"LOGNAME=cellbox",
-	"SHELL=/bin/bash",
-	"LANG=C.UTF-8",
-	"TMPDIR=/tmp",
-}
-
 // Term is the TERM a terminal's program gets (the client may override it
 // with env).
 const Term = "xterm-256color"
@@ -52,7 +38,7 @@ const Term = "xterm-256color"
 // buildEnv is the sandbox's default environment, TERM, then extra (which
 // overrides any of them), in a stable order.
 func buildEnv(extra map[string]string) ([]string, error) {
-	env := append(slices.Clone(sandboxEnv), "TERM="+Term)
+	env := append(workspace.DefaultEnv(), "TERM="+Term)
 	keys := make([]string, 0, len(extra))
 	for k, v := range extra {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {

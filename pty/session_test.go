@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -626,14 +625,6 @@ func TestSessionCtrlC(t *testing.T) {
 	}
 	if got := k.waitExit(t); got.Signal != "SIGINT" || got.ExitCode != 130 {
 		t.Fatalf("after ^C: %+v, output %q", got, k.text())
-	}
-}
-
-// TestSandboxEnv: pty's copy of the sandbox's default environment is the
-// sandbox's.
-func TestSandboxEnv(t *testing.T) {
-	if !slices.Equal(sandboxEnv, sandbox.DefaultEnv()) {
-		t.Fatalf("pty's sandboxEnv %q differs from sandbox.DefaultEnv() %q", sandboxEnv, sandbox.DefaultEnv())
 	}
 }
 

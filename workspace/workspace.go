@@ -43,6 +43,9 @@ type Proc struct {
 	reason string     // why the daemon killed it, if it did
 }
 
+// DefaultEnv is the environment of a program started without one.
+func DefaultEnv() []string { return sandbox.DefaultEnv() }
+
 // WinSize is a terminal's size (columns and rows).
 type WinSize = sandbox.WinSize
 

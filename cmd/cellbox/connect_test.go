@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.lsp.dev/jsonrpc2"
-
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/rpc"
 )
@@ -32,41 +30,10 @@ func startConnect(t *testing.T, env []string) *connectProc {
 	cmd.Env = env
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	p := &connectProc{cmd: cmd, stdin: stdin, errb: &syncBuffer{}}
-	cmd.Stderr = p.errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("connect stderr:\n%s", p.errb.String())
-		}
-	})
-	p.c = newClient(jsonrpc2.NewHeaderStream(struct {
-		io.Reader
-		io.Writer
-		io.Closer
-	}{stdout, stdin, stdin}))
-	return p
+	return &connectProc{cmd: cmd, stdin: stdin, errb: startProc(t, cmd), c: newClient(headerStream(stdout, stdin))}
 }
 
-func (p *connectProc) wait(t *testing.T) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		return 0
-	case <-time.After(10 * time.Second):
-		t.Fatal("cellbox connect did not exit")
-		return -1
-	}
-}
+func (p *connectProc) wait(t *testing.T) int { return waitExit(t, p.cmd) }
 
 // TestConnect: connect starts the long-lived daemon when none runs, the
 // daemon outlives the editor, the next connect reuses it, and the exit code

@@ -213,8 +213,27 @@ func startStdioEnv(t testing.TB, env []string, args ...string) *stdioProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &stdioProc{cmd: cmd, stdin: stdin, stdout: stdout, stderr: &syncBuffer{}}
-	cmd.Stderr = p.stderr
+	return &stdioProc{cmd: cmd, stdin: stdin, stdout: stdout, stderr: startProc(t, cmd)}
+}
+
+func (p *stdioProc) client() *client { return newClient(headerStream(p.stdout, p.stdin)) }
+
+// headerStream is LSP framing over a child's stdout and stdin, as an editor
+// speaks to cellbox.
+func headerStream(r io.Reader, w io.WriteCloser) jsonrpc2.Stream {
+	return jsonrpc2.NewHeaderStream(struct {
+		io.Reader
+		io.Writer
+		io.Closer
+	}{r, w, w})
+}
+
+// startProc starts cmd with its stderr kept, and kills it when the test
+// ends, showing that stderr if the test failed.
+func startProc(t testing.TB, cmd *exec.Cmd) *syncBuffer {
+	t.Helper()
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,25 +241,17 @@ func startStdioEnv(t testing.TB, env []string, args ...string) *stdioProc {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("cellbox stderr:\n%s", p.stderr.String())
+			t.Logf("%s stderr:\n%s", strings.Join(cmd.Args, " "), stderr.String())
 		}
 	})
-	return p
+	return stderr
 }
 
-func (p *stdioProc) client() *client {
-	return newClient(jsonrpc2.NewHeaderStream(struct {
-		io.Reader
-		io.Writer
-		io.Closer
-	}{p.stdout, p.stdin, p.stdin}))
-}
-
-// wait returns the process's exit code, failing after 10 s.
-func (p *stdioProc) wait(t testing.TB) int {
+// waitExit returns cmd's exit code, failing after 10 s.
+func waitExit(t testing.TB, cmd *exec.Cmd) int {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
+	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
@@ -252,10 +263,13 @@ func (p *stdioProc) wait(t testing.TB) int {
 		}
 		return 0
 	case <-time.After(10 * time.Second):
-		t.Fatal("cellbox did not exit within 10s")
+		t.Fatalf("%s did not exit within 10s", strings.Join(cmd.Args, " "))
 		return -1
 	}
 }
+
+// wait returns the process's exit code, failing after 10 s.
+func (p *stdioProc) wait(t testing.TB) int { return waitExit(t, p.cmd) }
 
 func TestStdioLifecycle(t *testing.T) {
 	for _, tt := range []struct {
@@ -320,15 +334,8 @@ func TestStdioMissingInterpreter(t *testing.T) {
 	cmd.Env = append(testEnv(t), "PATH="+t.TempDir())
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	c := newClient(jsonrpc2.NewHeaderStream(struct {
-		io.Reader
-		io.Writer
-		io.Closer
-	}{stdout, stdin, stdin}))
+	startProc(t, cmd)
+	c := newClient(headerStream(stdout, stdin))
 	res := c.initialize(t)
 	for _, l := range res.Capabilities.Languages {
 		if l.Available || !strings.Contains(l.Reason, "not found") {
@@ -475,18 +482,7 @@ func startListen(t testing.TB, args ...string) *listenProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &listenProc{cmd: cmd, env: env, stderr: &syncBuffer{}}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("cellbox stderr:\n%s", p.stderr.String())
-		}
-	})
+	p := &listenProc{cmd: cmd, env: env, stderr: startProc(t, cmd)}
 	sc := bufio.NewScanner(stdout)
 	deadline := time.AfterFunc(15*time.Second, func() { _ = cmd.Process.Kill() })
 	defer deadline.Stop()

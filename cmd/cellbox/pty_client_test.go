@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -303,11 +302,7 @@ func ptyTransports(t *testing.T, f func(t *testing.T, dial func() *ptyClient)) {
 }
 
 func stdioPtyClient(t testing.TB, p *stdioProc) *ptyClient {
-	c := newPtyClient(t, jsonrpc2.NewHeaderStream(struct {
-		io.Reader
-		io.Writer
-		io.Closer
-	}{p.stdout, p.stdin, p.stdin}))
+	c := newPtyClient(t, headerStream(p.stdout, p.stdin))
 	c.initialize(t)
 	return c
 }
