@@ -62,6 +62,7 @@ func toProtocolError(err error) *protocol.Error {
 		{workspace.ErrSandboxUnavailable, protocol.CodeSandboxUnavailable},
 		{workspace.ErrClosed, protocol.CodeNotFound},
 		{workspace.ErrPathOutside, protocol.CodePathOutsideWorkspace},
+		{workspace.ErrConflict, protocol.CodeConflict},
 		{pty.ErrNotFound, protocol.CodeNotFound},
 		{pty.ErrExited, protocol.CodeNotFound},
 		{pty.ErrClosed, protocol.CodeNotFound},

@@ -18,4 +18,6 @@ var (
 	// ErrPathOutside: a path given to a daemon-side file operation is
 	// absolute, or leaves /workspace with "..".
 	ErrPathOutside = errors.New("path outside the workspace")
+	// ErrConflict: a commit or restore would overwrite newer work.
+	ErrConflict = errors.New("conflict")
 )
