@@ -58,6 +58,8 @@ type ProcSpec struct {
 	// unless PTY is set.
 	Stdin, Stdout, Stderr *os.File
 	PTY                   *WinSize
+	// ExtraFiles become the program's fds 3, 4, ...
+	ExtraFiles []*os.File
 	// Limits, resolved (ResolveLimits); TimeoutMs kills the program's tree.
 	Limits protocol.Limits
 	// Network is the network of the workspace's sandbox; every program of
@@ -173,7 +175,7 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	sp, err := sb.Spawn(ctx, sandbox.Spec{
 		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir,
 		Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr,
-		PTY: spec.PTY, Limits: rlimits(spec.Limits),
+		PTY: spec.PTY, ExtraFiles: spec.ExtraFiles, Limits: rlimits(spec.Limits),
 	})
 	if err != nil {
 		return nil, err

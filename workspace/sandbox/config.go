@@ -115,6 +115,8 @@ type Spec struct {
 	// PTY, when set, runs the program on a new terminal of the sandbox's
 	// own devpts as its controlling terminal; Process.PTY is the master.
 	PTY *WinSize
+	// ExtraFiles become the program's fds 3, 4, ... (with or without PTY).
+	ExtraFiles []*os.File
 	// Limits of the program.
 	Limits Limits
 }

@@ -47,6 +47,8 @@ type msg struct {
 	Limits Limits   `json:"limits,omitempty"`
 	// Stdio says which of stdin, stdout, stderr come as fds, in order.
 	Stdio [3]bool `json:"stdio,omitempty"`
+	// Extra is how many fds after the stdio ones become fds 3, 4, ...
+	Extra int `json:"extra,omitempty"`
 
 	// started, exited, signal
 	Pid    int   `json:"pid,omitempty"`
@@ -55,6 +57,7 @@ type msg struct {
 	CPUNs  int64 `json:"cpuNs,omitempty"`
 	MaxRSS int64 `json:"maxRss,omitempty"`
 	Tree   bool  `json:"tree,omitempty"`
+	Group  bool  `json:"group,omitempty"`
 
 	// ready
 	Layers *Layers `json:"layers,omitempty"`

@@ -462,10 +462,15 @@ func (s *Sandbox) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 			}
 		}
 	}
+	for _, f := range spec.ExtraFiles {
+		fds = append(fds, int(f.Fd()))
+	}
+	m.Extra = len(spec.ExtraFiles)
 	err := s.sp.send(m, fds...)
 	for _, f := range []*os.File{spec.Stdin, spec.Stdout, spec.Stderr} {
 		runtime.KeepAlive(f)
 	}
+	runtime.KeepAlive(spec.ExtraFiles)
 	if err != nil {
 		s.forget(p.id)
 		return nil, fmt.Errorf("spawn %s: %w", spec.Argv[0], err)
@@ -554,6 +559,12 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // SignalTree sends sig to the program, its session and all its descendants.
 func (p *Process) SignalTree(sig syscall.Signal) error {
 	return p.s.sp.send(&msg{Op: "signal", ID: p.id, Signal: int(sig), Tree: true})
+}
+
+// SignalGroup sends sig to the program's process group (it leads one: every
+// program starts in a session of its own), as a terminal's ^C does.
+func (p *Process) SignalGroup(sig syscall.Signal) error {
+	return p.s.sp.send(&msg{Op: "signal", ID: p.id, Signal: int(sig), Group: true})
 }
 
 // Kill kills the program and everything it started.

@@ -255,8 +255,9 @@ func (s *spawner) spawn(m *msg, files []*os.File) {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		cmd.SysProcAttr.Setctty = true
 		cmd.SysProcAttr.Ctty = 0
-	} else {
-		next := 0
+	}
+	next := 0
+	if m.PTY == nil {
 		for i, has := range m.Stdio {
 			if !has {
 				continue
@@ -275,6 +276,13 @@ func (s *spawner) spawn(m *msg, files []*os.File) {
 			}
 			next++
 		}
+	}
+	if m.Extra > 0 {
+		if next+m.Extra > len(files) {
+			reply(errors.New("missing extra descriptors"))
+			return
+		}
+		cmd.ExtraFiles = files[next : next+m.Extra]
 	}
 	// The reaper looks a pid up under mu: hold it across Start, so that a
 	// program that ends at once is found.
@@ -397,6 +405,10 @@ func (s *spawner) signal(m *msg) {
 		return
 	}
 	sig := syscall.Signal(m.Signal)
+	if m.Group {
+		_ = syscall.Kill(-pid, sig)
+		return
+	}
 	if !m.Tree {
 		_ = syscall.Kill(pid, sig)
 		return
