@@ -35,6 +35,7 @@ type conn struct {
 	ctx       context.Context // cancelled when the connection ends
 	cancel    context.CancelFunc
 	onExit    func(code int) // called once on the exit notification
+	num       uint64         // numbers the connection in logs and the audit log
 
 	mu       sync.Mutex // guards the fields below
 	state    connState

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace"
@@ -39,6 +40,8 @@ type Options struct {
 	Workspaces *workspace.Manager
 	// Ptys runs the terminals (required).
 	Ptys *pty.Manager
+	// Kernels runs the kernels (required).
+	Kernels *kernel.Manager
 	// Token, AllowOrigins: websocket security (PROTOCOL.md §1), see http.go.
 	Token        string
 	AllowOrigins []string
@@ -54,6 +57,7 @@ type Daemon struct {
 	lat     latencyRing
 
 	connCount atomic.Int64
+	connSeq   atomic.Uint64
 
 	mu    sync.Mutex // guards conns
 	conns map[*conn]struct{}
@@ -76,6 +80,9 @@ func New(opts Options) *Daemon {
 	if opts.Workspaces == nil {
 		panic("rpc.New: Options.Workspaces is required")
 	}
+	if opts.Kernels == nil {
+		panic("rpc.New: Options.Kernels is required")
+	}
 	if opts.Ptys == nil {
 		panic("rpc.New: Options.Ptys is required")
 	}
@@ -96,6 +103,7 @@ func New(opts Options) *Daemon {
 const DefaultMaxInFlight = 1024
 
 func (d *Daemon) addConn(c *conn) {
+	c.num = d.connSeq.Add(1)
 	d.mu.Lock()
 	d.conns[c] = struct{}{}
 	d.mu.Unlock()
@@ -118,6 +126,8 @@ func (d *Daemon) Stats() protocol.DaemonStats {
 		UptimeMs:    time.Since(d.started).Milliseconds(),
 		Workspaces:  d.opts.Workspaces.Len(),
 		Ptys:        d.opts.Ptys.Len(),
+		Kernels:     d.opts.Kernels.Len(),
+		Executions:  executionCounts(d.opts.Kernels.Stats()),
 		LatencyMs:   protocol.LatencyMs{P50: p50, P99: p99},
 		MemoryBytes: residentBytes(),
 		Connections: int(d.connCount.Load()),

@@ -11,6 +11,7 @@ import (
 
 	"go.lsp.dev/jsonrpc2"
 
+	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace"
@@ -63,6 +64,12 @@ func toProtocolError(err error) *protocol.Error {
 		{workspace.ErrClosed, protocol.CodeNotFound},
 		{workspace.ErrPathOutside, protocol.CodePathOutsideWorkspace},
 		{workspace.ErrConflict, protocol.CodeConflict},
+		{kernel.ErrNotFound, protocol.CodeNotFound},
+		{kernel.ErrDead, protocol.CodeKernelDead},
+		{kernel.ErrLanguage, protocol.CodeLanguageUnavailable},
+		{kernel.ErrLimit, protocol.CodeLimitExceeded},
+		{kernel.ErrInvalid, protocol.CodeInvalidParams},
+		{kernel.ErrClosed, protocol.CodeInvalidRequest},
 		{pty.ErrNotFound, protocol.CodeNotFound},
 		{pty.ErrExited, protocol.CodeNotFound},
 		{pty.ErrClosed, protocol.CodeNotFound},

@@ -12,6 +12,7 @@ import (
 	"go.lsp.dev/jsonrpc2"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace"
 )
@@ -151,6 +152,11 @@ func newTestDaemon(t testing.TB, opts Options) *Daemon {
 		p := pty.NewManager(pty.Options{Workspaces: opts.Workspaces})
 		t.Cleanup(p.Shutdown) // before the workspaces' Shutdown
 		opts.Ptys = p
+	}
+	if opts.Kernels == nil {
+		k := kernel.NewManager(kernel.Options{Workspaces: opts.Workspaces})
+		t.Cleanup(k.Close) // before the workspaces' Shutdown
+		opts.Kernels = k
 	}
 	return New(opts)
 }

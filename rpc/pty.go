@@ -29,10 +29,17 @@ var _ pty.Sink = (*conn)(nil)
 // before this answer does.
 func (c *conn) PtyOpen(ctx context.Context, p *protocol.PtyOpenParams) (*protocol.PtyOpenResult, error) {
 	if p.KernelID != "" {
-		// Kernels are not in this build yet. Once they are, rpc looks the
-		// kernel up here and opens the terminal in its workspace (pty
-		// cannot import kernel; ARCHITECTURE.md).
-		return nil, protocol.Errorf(protocol.CodeNotFound, "no kernel %q: kernels are not available in this build yet", p.KernelID)
+		// A terminal of a kernel runs in the kernel's workspace (pty cannot
+		// import kernel; ARCHITECTURE.md).
+		k, err := c.kernel(protocol.MethodPtyOpen, p.KernelID)
+		if err != nil {
+			return nil, err
+		}
+		if p.WorkspaceID != "" && p.WorkspaceID != k.Workspace().ID() {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for pty/open: kernel %s runs in workspace %s, not %s", p.KernelID, k.Workspace().ID(), p.WorkspaceID)
+		}
+		p.WorkspaceID = k.Workspace().ID()
+		p.KernelID = ""
 	}
 	s, err := c.d.opts.Ptys.Open(ctx, *p, c)
 	if err != nil {

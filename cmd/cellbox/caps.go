@@ -12,12 +12,14 @@ import (
 )
 
 // hostCapabilities starts probing the host right away and returns the
-// function initialize calls; it waits for the probe the first time only.
-func hostCapabilities(stateDir string, log *slog.Logger) func(context.Context) protocol.ServerCapabilities {
+// function initialize calls, and the one kernel/start calls for the
+// languages; they wait for the probe the first time only.
+func hostCapabilities(stateDir string, log *slog.Logger) (func(context.Context) protocol.ServerCapabilities, func() []kernel.Language) {
 	var (
 		once sync.Once
-		caps protocol.ServerCapabilities
-		done = make(chan struct{})
+		caps      protocol.ServerCapabilities
+		languages []kernel.Language
+		done      = make(chan struct{})
 	)
 	go once.Do(func() {
 		defer close(done)
@@ -32,6 +34,7 @@ func hostCapabilities(stateDir string, log *slog.Logger) func(context.Context) p
 		go func() { defer wg.Done(); langs = kernel.DetectLanguages(ctx) }()
 		wg.Wait()
 		caps = capabilitiesFrom(report, langs)
+		languages = langs
 		log.Info("host probed", "took_ms", report.Took.Milliseconds(), "sandbox_missing", caps.Sandbox.Reason)
 	})
 	return func(ctx context.Context) protocol.ServerCapabilities {
@@ -42,6 +45,9 @@ func hostCapabilities(stateDir string, log *slog.Logger) func(context.Context) p
 		c := caps
 		c.Languages = append([]protocol.LanguageCapability(nil), caps.Languages...)
 		return c
+	}, func() []kernel.Language {
+		<-done
+		return languages
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/rpc"
 	"github.com/cellbox-dev/cellbox/workspace"
@@ -47,7 +48,7 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "`DIR` for workspaces, checkpoints, logs and (without $XDG_RUNTIME_DIR) the runtime file")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
-	fs.DurationVar(&cfg.cullIdle, "cull-idle", 24*time.Hour, "close a terminal that no client is attached to and that has had no output or input for `DURATION` (0: never)")
+	fs.DurationVar(&cfg.cullIdle, "cull-idle", 24*time.Hour, "close a terminal or kernel that no client is attached to and that has been idle for `DURATION` (0: never)")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
@@ -97,12 +98,19 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer ws.Shutdown()
 	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log, CullIdle: cfg.cullIdle})
 	defer ptys.Shutdown() // before the workspaces'
+	caps, languages := hostCapabilities(cfg.stateDir, log)
+	kernels := kernel.NewManager(kernel.Options{
+		Workspaces: ws, Languages: languages, Logger: log, CullIdle: cfg.cullIdle,
+		AuditDir: filepath.Join(cfg.stateDir, "audit"),
+	})
+	defer kernels.Close() // before the workspaces'
 	d := rpc.New(rpc.Options{
 		Workspaces:      ws,
 		Ptys:            ptys,
 		Version:         cellboxVersion(),
 		Logger:          log,
-		Capabilities:    hostCapabilities(cfg.stateDir, log),
+		Kernels:         kernels,
+		Capabilities:    caps,
 		MaxMessageBytes: cfg.maxMessageBytes,
 		MaxInFlight:     cfg.maxInFlight,
 		StateDir:        cfg.stateDir,

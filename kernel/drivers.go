@@ -1,0 +1,45 @@
+package kernel
+
+import (
+	_ "embed"
+)
+
+// The drivers, one small program per language (drivers/README.md is their
+// contract with this package). Each runs inside the workspace's sandbox.
+var (
+	//go:embed drivers/driver.py
+	driverPython string
+	//go:embed drivers/driver.js
+	driverJavaScript string
+	//go:embed drivers/driver.sh
+	driverBash string
+)
+
+// driverSpec says how to start one language's driver.
+type driverSpec struct {
+	// argv runs the driver; the sandbox looks argv[0] up on its PATH.
+	argv []string
+	// bashFraming: requests are NUL-terminated fields (drivers/README.md).
+	bashFraming bool
+	mimetype    string
+	extension   string
+}
+
+var drivers = map[string]driverSpec{
+	"python": {
+		argv:      []string{"python3", "-c", driverPython},
+		mimetype:  "text/x-python",
+		extension: ".py",
+	},
+	"javascript": {
+		argv:      []string{"node", "-e", driverJavaScript},
+		mimetype:  "text/javascript",
+		extension: ".js",
+	},
+	"bash": {
+		argv:        []string{"bash", "--noprofile", "--norc", "-c", driverBash, "cellbox-bash"},
+		bashFraming: true,
+		mimetype:    "text/x-sh",
+		extension:   ".sh",
+	},
+}
