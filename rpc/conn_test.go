@@ -106,9 +106,10 @@ func TestUnknownMethod(t *testing.T) {
 	if !strings.Contains(je.Message, "kernel/frobnicate") {
 		t.Fatalf("message %q does not name the method", je.Message)
 	}
-	je = wantCode(t, tc.call(t, protocol.MethodKernelStart, struct{}{}, nil), protocol.CodeMethodNotFound)
-	if !strings.Contains(je.Message, "kernel/start") {
-		t.Fatalf("message %q does not name the method", je.Message)
+	// A known method with a missing field names the field.
+	je = wantCode(t, tc.call(t, protocol.MethodKernelStart, struct{}{}, nil), protocol.CodeInvalidParams)
+	if !strings.Contains(je.Message, "kernel/start") || !strings.Contains(je.Message, `"language"`) {
+		t.Fatalf("message %q does not name the method and the field", je.Message)
 	}
 	// Unknown notifications are ignored and the connection goes on.
 	_ = tc.conn.Notify(context.Background(), "some/notification", map[string]int{"a": 1})
