@@ -15,12 +15,25 @@ const path = require('path');
 const util = require('util');
 const vm = require('vm');
 const { createRequire } = require('module');
+const { Worker } = require('worker_threads');
+// User code shares the global object (its `let Buffer = ...` assigns the global): the driver keeps
+// its own references to what it uses.
+const { Array, ArrayBuffer, Atomics, Buffer, Error, Function, Int32Array, JSON, Map, Math, Object,
+  Promise, Set, SharedArrayBuffer, String, SyntaxError, Uint8Array, process, setImmediate } = globalThis;
 
 // ---------------------------------------------------------------------------------------------
 // Channel. Node cannot dup(2), so fds 3 and 4 are reopened through /proc/self/fd: libuv opens
 // with O_CLOEXEC, so the new descriptors are not inherited by programs the user code starts, and
 // 3 and 4 are closed. Without /proc (or if the fds are sockets) the driver keeps 3 and 4 as they
 // are.
+// (Without them, node's own descriptors may sit at 3 and 4: check what they are.)
+const isChannel = (fd) => {
+  try { const st = fs.fstatSync(fd); return st.isFIFO() || st.isSocket() || st.isFile(); } catch { return false; }
+};
+if (!isChannel(3) || !isChannel(4)) {
+  fs.writeSync(2, 'cellbox driver: fd 3 (requests) and fd 4 (events) must be pipes; see kernel/drivers/README.md\n');
+  process.exit(2);
+}
 function reopen(fd, flags) {
   try { return fs.openSync(`/proc/self/fd/${fd}`, flags); } catch { return fd; }
 }
@@ -52,17 +65,26 @@ for (const [fd, s] of [[1, process.stdout], [2, process.stderr]]) {
   }
 }
 
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
+// Shared with the interrupt watchdog (see Interrupt): [0] 1 while a cell runs its async part,
+// [1] 1 once the main thread took a SIGINT the watchdog passed on, [2] bumped to make the
+// watchdog re-arm, [3] 1 while an event is being written, [4] 1 once the watchdog may arm,
+// [5] 0 for plain sleeps.
+const wd = new Int32Array(new SharedArrayBuffer(24));
 function writeAll(fd, data) {
   const buf = Buffer.from(data);
-  for (let off = 0; off < buf.length;) {
-    try {
-      off += fs.writeSync(fd, buf, off);
-    } catch (e) {
-      if (e.code === 'EAGAIN') Atomics.wait(sleeper, 0, 0, 1); // a non-blocking pipe is full
-      else if (e.code === 'EPIPE') process.exit(0); // the manager is gone
-      else throw e;
+  Atomics.store(wd, 3, 1);
+  try {
+    for (let off = 0; off < buf.length;) {
+      try {
+        off += fs.writeSync(fd, buf, off);
+      } catch (e) {
+        if (e.code === 'EAGAIN') Atomics.wait(wd, 5, 0, 1); // a non-blocking pipe is full
+        else if (e.code === 'EPIPE') process.exit(0); // the manager is gone
+        else throw e;
+      }
     }
+  } finally {
+    Atomics.store(wd, 3, 0);
   }
 }
 const send = (ev) => writeAll(evFd, JSON.stringify(ev) + '\n');
@@ -443,16 +465,27 @@ function cleanStack(stack) {
   return out;
 }
 
+const isError = (e) => e instanceof Error || (e && typeof e === 'object' && typeof e.message === 'string' && 'stack' in e);
+
+// {ename, evalue, traceback}: the stack without driver frames, then the `cause` chain.
 function errorInfo(e) {
-  if (e instanceof Error || (e && typeof e === 'object' && typeof e.message === 'string' && 'stack' in e)) {
-    let ename = 'Error', stack;
-    try { ename = (e.constructor && e.constructor.name) || e.name || 'Error'; } catch {}
-    try { stack = e.stack; } catch {}
-    if (typeof stack !== 'string') stack = `${ename}: ${e.message}`;
-    return { ename, evalue: String(e.message), traceback: cleanStack(stack) };
+  if (!isError(e)) {
+    const shown = util.inspect(e);
+    return { ename: 'Uncaught', evalue: shown, traceback: [`Uncaught ${shown}`] };
   }
-  const shown = util.inspect(e);
-  return { ename: 'Uncaught', evalue: shown, traceback: [`Uncaught ${shown}`] };
+  let ename = 'Error';
+  try { ename = (e.constructor && e.constructor.name) || e.name || 'Error'; } catch {}
+  const traceback = [];
+  for (let c = e, n = 0; n < 5; n++) {
+    let stack;
+    try { stack = c.stack; } catch {}
+    traceback.push(...cleanStack(typeof stack === 'string' ? stack : `${c.name}: ${c.message}`));
+    try { c = c.cause; } catch { break; }
+    if (c === undefined) break;
+    if (!isError(c)) { traceback.push(`Caused by: ${util.inspect(c)}`); break; }
+    traceback.push('Caused by:');
+  }
+  return { ename, evalue: String(e.message), traceback };
 }
 
 const interruptedError = () => ({
@@ -477,6 +510,13 @@ function execute(req) {
   } catch (e) {
     return finish(ex, 'error', e);
   }
+  // The first cell that awaits runs once the interrupt watchdog is armed (see Interrupt).
+  if (c.isAsync && watchdog === null) return startWatchdog(() => run(ex, c));
+  run(ex, c);
+}
+
+function run(ex, c) {
+  if (ex.ended) return; // interrupted while waiting for the watchdog
   let value;
   try {
     value = c.script.runInThisContext({ breakOnSigint: true, displayErrors: false });
@@ -485,6 +525,7 @@ function execute(req) {
   }
   if (!c.isAsync) return finish(ex, 'ok', value, c.show);
   value.then((v) => finish(ex, 'ok', v, c.show), (e) => finish(ex, 'error', e));
+  Atomics.store(wd, 0, 1);
 }
 
 // finish ends an execution once. The events go out after pending callbacks and microtasks have
@@ -492,6 +533,7 @@ function execute(req) {
 function finish(ex, status, value, show) {
   if (ex.ended) return;
   ex.ended = true;
+  Atomics.store(wd, 0, 0);
   ex.inputs.length = 0; // an input() the cell still waits for stays pending: the cell is abandoned
   setImmediate(() => {
     let error;
@@ -502,7 +544,10 @@ function finish(ex, status, value, show) {
       emit({ ev: 'error', id: ex.id, ...error });
     } else if (show && value !== undefined && !ex.silent) {
       let text;
-      try { text = util.inspect(value); } catch (e) { text = `[inspect failed: ${e && e.message}]`; }
+      try {
+        text = util.inspect(value);
+        if (isError(value)) text = cleanStack(text).join('\n');
+      } catch (e) { text = `[inspect failed: ${e && e.message}]`; }
       emit({ ev: 'result', id: ex.id, data: { 'text/plain': text }, metadata: {} });
     }
     const cpu = process.cpuUsage(ex.cpu);
@@ -512,6 +557,8 @@ function finish(ex, status, value, show) {
     done.peakMemoryBytes = process.resourceUsage().maxRSS * 1024;
     emit(done);
     if (cur === ex) cur = null;
+    if (closing && !cur) process.exit(0);
+    listen();
   });
 }
 
@@ -525,12 +572,94 @@ function background(e, prefix) {
   try { text = errorInfo(e).traceback.join('\n'); } catch { text = String(e); }
   try { process.stderr.write(`${prefix}${text}\n`); } catch {}
 }
-process.on('uncaughtException', (e) => background(e, 'Uncaught '));
-process.on('unhandledRejection', (e) => background(e, 'Uncaught (in promise) '));
 
-// SIGINT during runInThisContext is taken by breakOnSigint; here it arrives while the cell
-// awaits: the execution ends "interrupted" and its promise is abandoned. Idle, it does nothing.
-process.on('SIGINT', () => { if (cur && !cur.ended) finish(cur, 'interrupted'); });
+// ---------------------------------------------------------------------------------------------
+// Interrupt. A SIGINT while runInThisContext runs is taken by its breakOnSigint. Once the cell
+// awaits, its code runs from callbacks and microtasks that no vm option covers:
+// - at first a SIGINT listener ends a waiting cell "interrupted" (its promise is abandoned);
+//   idle, it does nothing;
+// - code that is busy after an await never lets a listener run. So the first cell that awaits
+//   starts a watchdog thread holding a breakOnSigint of its own, which makes node deliver SIGINT
+//   to it. While a cell is in its async part, the watchdog passes the SIGINT to the main thread;
+//   if the main thread does not take it within 200 ms it is stuck, and the watchdog terminates
+//   the running JavaScript through the inspector (as a debugger's "stop" does): the stuck
+//   callback unwinds, the event loop goes on and takes the SIGINT. Elsewhere the watchdog
+//   ignores SIGINT (the main thread's breakOnSigint covers synchronous code).
+// Node's SIGINT machinery has one owner at a time: vm's breakOnSigint removes the process's
+// SIGINT listeners for the run (so libuv resets SIGINT to its default, fatal action) and lets
+// the first breakOnSigint in the process install node's handler. So the main thread drops its
+// listener before the watchdog arms (a handshake), and later listeners (the user's) are removed
+// after each execution, the watchdog then re-arming to install node's handler again.
+const WATCHDOG = `
+const { workerData: wd, parentPort } = require('worker_threads');
+globalThis.wd = wd;
+const watch = (code) => {
+  try { return require('vm').runInThisContext(code, { breakOnSigint: true }); } catch { return 'SIGINT'; }
+};
+parentPort.postMessage('ready');
+Atomics.wait(wd, 4, 0); // until the main thread dropped its listener
+for (;;) {
+  if (watch('Atomics.wait(wd, 2, Atomics.load(wd, 2))') !== 'SIGINT') continue; // re-arm
+  if (Atomics.load(wd, 0) !== 1) continue;
+  Atomics.store(wd, 1, 0);
+  parentPort.postMessage('sigint');
+  const r = watch('Atomics.wait(wd, 1, 0, 200)');
+  if (r === 'ok' || r === 'not-equal' || Atomics.load(wd, 0) !== 1 || Atomics.load(wd, 3)) continue;
+  try {
+    const session = new (require('inspector').Session)();
+    session.connectToMainThread();
+    session.post('Runtime.terminateExecution');
+    session.disconnect();
+  } catch {}
+}`;
+let watchdog = null, armed = false;
+function startWatchdog(then) {
+  let started = false;
+  const go = () => { if (!started) { started = true; then(); } };
+  try {
+    watchdog = new Worker(WATCHDOG, { eval: true, workerData: wd, resourceLimits: { maxOldGenerationSizeMb: 8 } });
+  } catch {
+    watchdog = false; // (no threads: the listener alone)
+    return go();
+  }
+  watchdog.unref();
+  watchdog.on('message', (m) => {
+    if (m === 'ready') {
+      process.removeListener('SIGINT', listeners.SIGINT);
+      armed = true;
+      Atomics.store(wd, 4, 1);
+      Atomics.notify(wd, 4);
+      go();
+    } else {
+      listeners.SIGINT();
+      Atomics.store(wd, 1, 1);
+      Atomics.notify(wd, 1);
+    }
+  });
+  watchdog.on('error', () => {});
+  watchdog.on('exit', () => { armed = false; listen(); go(); }); // back to the listener
+}
+
+const listeners = {
+  uncaughtException: (e) => background(e, 'Uncaught '),
+  unhandledRejection: (e) => background(e, 'Uncaught (in promise) '),
+  SIGINT: () => { if (cur && !cur.ended) finish(cur, 'interrupted'); },
+};
+// (again after each execution, in case the code removed or added some)
+function listen() {
+  for (const [name, f] of Object.entries(listeners)) {
+    if (name === 'SIGINT' && armed) {
+      if (process.listenerCount('SIGINT')) {
+        process.removeAllListeners('SIGINT');
+        Atomics.add(wd, 2, 1); // the watchdog re-arms
+        Atomics.notify(wd, 2);
+      }
+    } else if (!process.listeners(name).includes(f)) {
+      process.on(name, f);
+    }
+  }
+}
+listen();
 
 // ---------------------------------------------------------------------------------------------
 // Globals for user code.
@@ -670,6 +799,19 @@ function typeName(v) {
   try { return (v.constructor && v.constructor.name) || 'Object'; } catch { return 'Object'; }
 }
 
+// A function's source up to its body: `async function f(a, b = 1)`, `(x) =>`, `class A extends B`.
+function signature(src) {
+  let depth = 0;
+  try {
+    for (const t of tokenize(src).toks) {
+      if (depth === 0 && (isPunc(t, '{') || isPunc(t, '=>'))) return src.slice(0, t.v === '=>' ? t.e : t.s).replace(/\s+/g, ' ').trim();
+      if (isOpen(t)) depth++;
+      else if (isClose(t)) depth--;
+    }
+  } catch {}
+  return src.split('\n')[0];
+}
+
 function inspect({ code = '', cursorPos, detailLevel = 0 }) {
   const idx = cpToIndex(code, cursorPos == null ? code.length : cursorPos);
   let s = idx, e = idx;
@@ -681,7 +823,7 @@ function inspect({ code = '', cursorPos, detailLevel = 0 }) {
   const v = r.value, lines = [`Type: ${typeName(v)}`];
   if (typeof v === 'function') {
     const src = Function.prototype.toString.call(v);
-    lines.push(`Signature: ${src.split('\n')[0].replace(/\s*\{\s*$/, '')}`);
+    lines.push(`Signature: ${signature(src)}`);
     if (detailLevel > 0) lines.push('Source:', src);
   }
   lines.push(`Value: ${util.inspect(v, { depth: detailLevel > 0 ? 3 : 1 })}`);
@@ -717,7 +859,9 @@ function variables() {
     try { v = globalThis[name]; } catch { continue; }
     const item = { name, type: typeName(v), summary: '' };
     try {
-      item.summary = util.inspect(v, { depth: 0, breakLength: Infinity, maxArrayLength: 10, maxStringLength: 100 }).slice(0, 200);
+      item.summary = isError(v) ? String(v)
+        : util.inspect(v, { depth: 0, breakLength: Infinity, maxArrayLength: 10, maxStringLength: 100 });
+      item.summary = item.summary.slice(0, 200);
     } catch {}
     if (typeof v === 'string' || Array.isArray(v) || ArrayBuffer.isView(v)) item.size = v.length;
     else if (v instanceof Map || v instanceof Set) item.size = v.size;
@@ -751,7 +895,12 @@ function handle(line) {
   send(reply);
 }
 
-const requests = new net.Socket({ fd: reqFd, readable: true, writable: false });
+let requests;
+try {
+  requests = new net.Socket({ fd: reqFd, readable: true, writable: false }); // a pipe or socket
+} catch {
+  requests = fs.createReadStream(null, { fd: reqFd }); // a file (e.g. a test's script of requests)
+}
 requests.setEncoding('utf8');
 let partial = '';
 requests.on('data', (chunk) => {
@@ -759,8 +908,11 @@ requests.on('data', (chunk) => {
   partial = lines.pop();
   for (const line of lines) if (line) handle(line);
 });
-requests.on('end', () => process.exit(0));
-requests.on('error', () => process.exit(0));
+// The manager closed the requests: exit 0, after the running execution if there is one.
+let closing = false;
+const close = () => { closing = true; if (!cur) process.exit(0); };
+requests.on('end', close);
+requests.on('error', close);
 
 send({ ev: 'ready', version: process.versions.node, pid: process.pid });
 })();

@@ -8,23 +8,21 @@
 # a worker thread answers complete/inspect/isComplete/variables, also while code runs; a flusher
 # thread pushes buffered output every 50 ms while code runs. Helper threads block SIGINT.
 #
-# Idle memory matters: only cheap modules are imported here; inspect, pprint, asyncio, jedi... are
-# imported when first needed.
-import ast
+# Idle memory matters: only cheap modules are imported here (_ast, not ast); traceback, inspect,
+# pprint, asyncio, jedi... are imported when first needed, and linecache and getpass are patched
+# when something first imports them (ImportHooks).
+import _ast
 import binascii
 import builtins
 import io
 import json
-import linecache
 import os
-import reprlib
 import resource
 import signal
 import sys
 import threading
 import time
-import traceback
-from queue import SimpleQueue
+from _queue import SimpleQueue
 
 DRIVER_GLOBALS = globals()
 Module = type(sys)
@@ -65,18 +63,20 @@ os.register_at_fork(after_in_child=_forked)
 WRITTEN = {1: 0, 2: 0}  # bytes our streams wrote to fds 1 and 2: stdoutBytes/stderrBytes
 
 
-class CountingFileIO(io.FileIO):
-    def write(self, b):
-        n = super().write(b)
+def text_stream(fd, name, line_buffering):
+    raw = io.FileIO(fd, "w", closefd=False)
+    raw.name = name
+    file_write = io.FileIO.write
+
+    def counted_write(b):
+        n = file_write(raw, b)
         if n:
-            WRITTEN[self.fd] += n
+            WRITTEN[fd] += n
         return n
 
-
-def text_stream(fd, name, line_buffering):
-    raw = CountingFileIO(fd, "w", closefd=False)
-    raw.fd = fd
-    raw.name = name
+    # An instance attribute, not a subclass: raw stays an exact FileIO, which keeps
+    # TextIOWrapper's fast paths (a FileIO subclass makes print ~15% slower).
+    raw.write = counted_write
     stream = io.TextIOWrapper(io.BufferedWriter(raw, 1 << 16), encoding="utf-8",
                               errors="backslashreplace", line_buffering=line_buffering)
     stream.mode = "w"
@@ -101,13 +101,18 @@ def flush_std():
             pass
 
 
-def emit(event, flush=True):
-    """Write one event. Execution events first flush stdout/stderr (README: Ordering)."""
+def emit(event, flush=True, counts=False):
+    """Write one event. Execution events first flush stdout/stderr (README: Ordering).
+
+    counts adds stdoutBytes/stderrBytes; only for displays made while code runs (see the
+    README note in the final report: bytes written to fds 1/2 directly are not counted, so
+    events after the code stopped go without, and the manager takes all the pipes hold)."""
     if IN_FORK:
         return
     if flush:
         flush_std()
-        event["stdoutBytes"], event["stderrBytes"] = WRITTEN[1], WRITTEN[2]
+        if counts:
+            event["stdoutBytes"], event["stderrBytes"] = WRITTEN[1], WRITTEN[2]
     data = (json.dumps(event) + "\n").encode()  # ASCII: lone surrogates stay escaped
     # A KeyboardInterrupt in the middle of the write would leave half an event on the pipe.
     old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGINT_ONLY)
@@ -140,8 +145,8 @@ BUSY_EVENT = threading.Event()  # wakes the flusher
 EXEC_ID = None     # the execution whose events we emit (displays from threads use the last one)
 EXEC_QUEUE = SimpleQueue()
 QUERY_QUEUE = SimpleQueue()
-compile_flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-own_files = set()  # filenames whose linecache entries we made
+compile_flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+CELL_LINES = {}    # linecache entries of the code run, also before linecache is imported
 silent_runs = 0
 loop = None        # asyncio loop for top-level await, made on first use
 
@@ -225,6 +230,9 @@ class Stdin(io.TextIOBase):
     def fileno(self):
         return 0
 
+    def close(self):  # site's exit() closes stdin (for IDLE); the kernel goes on reading
+        pass
+
     def readline(self, size=-1):
         return read_line(size=-1 if size is None else size)
 
@@ -253,9 +261,7 @@ def input(prompt=""):
     return line[:-1] if line.endswith("\n") else line
 
 
-import getpass as getpass_module  # noqa: E402 (cheap; patched so getpass() asks the client)
-
-builtin_getpass = getpass_module.getpass
+builtin_getpass = None
 
 
 def getpass(prompt="Password: ", stream=None):
@@ -267,7 +273,11 @@ def getpass(prompt="Password: ", stream=None):
     return line[:-1] if line.endswith("\n") else line
 
 
-getpass_module.getpass = getpass
+def after_getpass(module):
+    global builtin_getpass
+    builtin_getpass, module.getpass = module.getpass, getpass
+
+
 builtins.input = input
 
 
@@ -286,6 +296,7 @@ def report_repr_error(obj, what):
     """A repr hook that raised: say so on stderr, keep the kernel going."""
     e = sys.exc_info()[1]
     try:
+        import traceback
         lines = traceback.format_exception(type(e), e, user_tb(e.__traceback__))
         STDERR.write(f"{what} of {type(obj).__qualname__} failed:\n" + "".join(lines))
     except Exception:
@@ -317,6 +328,8 @@ def is_json_mime(mime):
 
 def put(data, mime, value):
     """Store one representation as the wire wants it: text, base64 for binary, JSON values."""
+    if not isinstance(mime, str):
+        return
     if is_json_mime(mime):
         if isinstance(value, (str, bytes)):
             try:
@@ -359,6 +372,7 @@ def figure_png(fig):
         return None
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
+    fig._cellbox_shown = True  # drawn: fig.stale stays False until the figure changes
     return binascii.b2a_base64(buf.getvalue(), newline=False).decode()
 
 
@@ -452,7 +466,7 @@ def display(*objs, include=None, exclude=None, metadata=None, transient=None, di
             event["displayId"] = str(display_id)
         if update:
             event["update"] = True
-        emit(event)
+        emit(event, counts=True)
     if display_id is not None:
         return DisplayHandle(str(display_id))
     return None
@@ -463,7 +477,7 @@ def update_display(obj, *, display_id, **kwargs):
 
 
 def clear_output(wait=False):
-    emit({"ev": "clear", "id": EXEC_ID, "wait": bool(wait)})
+    emit({"ev": "clear", "id": EXEC_ID, "wait": bool(wait)}, counts=True)
 
 
 builtins.display = display
@@ -492,14 +506,17 @@ def inline_getattr(name):
     raise AttributeError(name)
 
 
-def show_figures(*args, **kwargs):
-    """plt.show(): display every open figure as png and close them."""
+def show_figures(*args, unchanged=True, **kwargs):
+    """plt.show(): display every open figure as png and close them (unchanged=False: not those
+    already shown, as a result or by display(), and not changed since)."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
     try:
         for num in plt.get_fignums():
             fig = plt.figure(num)
+            if not unchanged and getattr(fig, "_cellbox_shown", False) and not fig.stale:
+                continue
             png = figure_png(fig)
             if png:
                 display({"image/png": png, "text/plain": plain(fig)}, raw=True)
@@ -516,7 +533,7 @@ def flush_figures():
     """After an execution: show what pyplot still has open, if our backend is in use."""
     mpl = sys.modules.get("matplotlib")
     if "matplotlib.pyplot" in sys.modules and mpl.get_backend() == INLINE:
-        show_figures()
+        show_figures(unchanged=False)
 
 
 def after_matplotlib(module):
@@ -568,8 +585,13 @@ class ImportHooks:
         return spec
 
 
+def after_linecache(module):
+    module.cache.update(CELL_LINES)
+
+
 sys.meta_path.insert(0, ImportHooks({"matplotlib": after_matplotlib,
-                                     "IPython.core.display_functions": after_ipython_display}))
+                                     "IPython.core.display_functions": after_ipython_display,
+                                     "linecache": after_linecache, "getpass": after_getpass}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,8 +615,8 @@ def remember_source(filename, code, first):
     lines = [line + "\n" for line in code.split("\n")]
     if not filename.startswith("<"):
         # An editor's file: overlay the code on what we knew of the file (or the file on disk).
-        old = linecache.cache.get(filename) if filename in own_files else None
-        if old and len(old) == 4:
+        old = CELL_LINES.get(filename)
+        if old:
             base = list(old[2])
         else:
             try:
@@ -602,11 +624,14 @@ def remember_source(filename, code, first):
                     base = f.readlines() if os.fstat(f.fileno()).st_size < 1 << 22 else []
             except OSError:
                 base = []
+        lines = lines[first - 1:]  # code is padded to its first line
         base.extend(["\n"] * (first - 1 + len(lines) - len(base)))
         base[first - 1:first - 1 + len(lines)] = lines
         lines = base
-    own_files.add(filename)
-    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    # mtime None: linecache.checkcache keeps the entry.
+    CELL_LINES[filename] = (sum(map(len, lines)), None, lines, filename)
+    if "linecache" in sys.modules:
+        sys.modules["linecache"].cache[filename] = CELL_LINES[filename]
 
 
 def ends_with_semicolon(text, node):
@@ -645,13 +670,13 @@ def run_cell(req, silent):
     filename, first = cell_file(req)
     text = "\n" * (first - 1) + code  # line numbers as in the editor's file
     remember_source(filename, text, first)
-    tree = compile(text, filename, "exec", compile_flags | ast.PyCF_ONLY_AST, dont_inherit=True)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    tree = compile(text, filename, "exec", compile_flags | _ast.PyCF_ONLY_AST, dont_inherit=True)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], _ast.Expr) else None
     codes = []
     if tree.body:
         codes.append(compile(tree, filename, "exec", compile_flags, dont_inherit=True))
     if last is not None:
-        codes.append(compile(ast.Expression(last.value), filename, "eval", compile_flags,
+        codes.append(compile(_ast.Expression(last.value), filename, "eval", compile_flags,
                              dont_inherit=True))
     CELL_CODES = tuple(codes)
     for co in codes:
@@ -666,10 +691,6 @@ def run_cell(req, silent):
     NS["_"] = value
     data, meta = bundle(value)
     emit({"ev": "result", "id": EXEC_ID, "data": data, "metadata": meta})
-    if is_figure(value):
-        plt = sys.modules.get("matplotlib.pyplot")
-        if plt is not None:
-            plt.close(value)  # shown once, not again by flush_figures
 
 
 def guarded(fn, *args):
@@ -708,6 +729,7 @@ def user_tb(tb, cells=None):
 
 
 def error_info(e):
+    import traceback
     tb = user_tb(e.__traceback__, CELL_CODES)
     sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
     try:
@@ -749,6 +771,7 @@ def execute(req):
         info = error_info(fig_err)
         emit({"ev": "error", "id": EXEC_ID, **info})
     elif fig_err is not None:
+        import traceback
         STDERR.write("".join(traceback.format_exception(type(fig_err), fig_err,
                                                         user_tb(fig_err.__traceback__))))
     del fig_err
@@ -791,7 +814,7 @@ def main_loop():
                 try:
                     emit({"ev": "done", "id": req.get("id"), "status": "error",
                           "error": {"ename": type(e).__name__, "evalue": str(e),
-                                    "traceback": traceback.format_exception(e)}})
+                                    "traceback": [f"cellbox driver error: {e!r}"]}})
                 except BaseException:
                     pass
 
@@ -913,6 +936,7 @@ def inspect_request(req):
             pass
     lines.append(f"Type:      {type(obj).__qualname__}")
     if isinstance(obj, SAFE_REPR):
+        import reprlib
         lines.append(f"Value:     {reprlib.repr(obj)}")
     try:
         lines.append(f"File:      {inspect.getsourcefile(obj) or inspect.getfile(obj)}")
@@ -931,7 +955,7 @@ def inspect_request(req):
 
 def is_complete(req):
     code = str(req.get("code") or "")
-    flags = (compile_flags | ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    flags = (compile_flags | _ast.PyCF_ONLY_AST | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
              | 0x4000 | 0x200)  # PyCF_ALLOW_INCOMPLETE_INPUT | PyCF_DONT_IMPLY_DEDENT
     lines = code.split("\n")
     last = next((line for line in reversed(lines) if line.strip()), "")
@@ -950,19 +974,18 @@ def is_complete(req):
     return {"status": "complete"}
 
 
-SUMMARY = reprlib.Repr()
-SUMMARY.maxstring = SUMMARY.maxother = 80
-SUMMARY.maxlevel = 2
-
-
 def variables(req):
+    import reprlib
+    summary = reprlib.Repr()
+    summary.maxstring = summary.maxother = 80
+    summary.maxlevel = 2
     out = []
     for name, value in sorted(NS.copy().items()):
         if name.startswith("_") or isinstance(value, Module):
             continue
         entry = {"name": name, "type": type(value).__qualname__}
         try:
-            entry["summary"] = SUMMARY.repr(value)[:120]
+            entry["summary"] = summary.repr(value)[:120]
         except Exception:
             entry["summary"] = object.__repr__(value)
         if isinstance(value, (str, bytes, bytearray, *CONTAINERS)) or (
@@ -1044,7 +1067,8 @@ def flusher_loop():
         flush_std()
 
 
+BASE_THREADS = threading.active_count() + 3
 for target in (reader_loop, worker_loop, flusher_loop):
     threading.Thread(target=target, name="cellbox-" + target.__name__, daemon=True).start()
-BASE_THREADS = threading.active_count()
+
 main_loop()

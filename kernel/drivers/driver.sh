@@ -12,13 +12,22 @@
 # that refuses every further command of the cell (returning 2 unwinds the
 # running functions and the sourced cell) until the driver's __cb_end runs.
 
-__cb_tmp=$(mktemp -d "${TMPDIR:-/tmp}/cellbox-bash.XXXXXX" 3<&- 4>&-) || exit 1
-mkdir "$__cb_tmp/src" 3<&- 4>&- || exit 1
-
-# The shell's own variables, not shown as the user's.
-compgen -v >"$__cb_tmp/out"
+if [[ -n ${__CB_STATE-} ]]; then
+	# A fatal error restarted the driver (see __cb_exit).
+	__cb_tmp=$__CB_STATE __cb_lost=$__CB_ID __cb_lostcmd=$__CB_CMD
+	unset __CB_STATE __CB_ID __CB_CMD
+else
+	# Its files go to a tmpfs if it can: rewriting a file on ext4 can cost
+	# milliseconds (auto_da_alloc).
+	__cb_tmp=/dev/shm
+	[[ -d $__cb_tmp && -w $__cb_tmp ]] || __cb_tmp=${TMPDIR:-/tmp}
+	__cb_tmp=$(mktemp -d "$__cb_tmp/cellbox-bash.XXXXXX" 3<&- 4>&-) || exit 1
+	mkdir "$__cb_tmp/src" 3<&- 4>&- || exit 1
+	# The shell's own variables, not shown as the user's.
+	compgen -v >"$__cb_tmp/shellvars"
+fi
 declare -A __cb_shell=([BASH_REMATCH]=1 [FUNCNAME]=1 [OPTARG]=1 [COLUMNS]=1 [LINES]=1 [MAILCHECK]=1)
-while IFS= read -r __cb_n; do __cb_shell[$__cb_n]=1; done <"$__cb_tmp/out"
+while IFS= read -r __cb_n; do __cb_shell[$__cb_n]=1; done <"$__cb_tmp/shellvars"
 
 # JSON escapes of the C0 controls other than \n \t \r.
 declare -A __cb_c0=()
@@ -197,7 +206,7 @@ __cb_end() {
 	fi
 	__cb_cpu __cb_ms
 	[[ -z $__cb_myread ]] || unset -f read
-	: >|"$__cb_file" # functions keep their text; the file is not needed
+	[[ -z $__cb_file ]] || : >|"$__cb_file" # functions keep their text
 	if [[ -n $__cb_intr ]]; then
 		__cb_status=interrupted __cb_ename=Interrupted __cb_evalue=SIGINT
 		__cb_tb=("$__cb_intr")
@@ -530,15 +539,57 @@ __cb_variables() {
 
 trap '__cb_onerr "$?" "$LINENO"' ERR
 trap '' INT # idle: SIGINT does nothing
-trap 'rm -rf "$__cb_tmp" 2>/dev/null' EXIT
+# The EXIT trap. A fatal error (an unset ${x:?}, a `set -u` error) ends a
+# non-interactive shell even during a cell: then the driver starts again in
+# this process (exec, same pid) and gets back the user's variables,
+# functions, aliases and options; the cell ends in error. An `exit` in a
+# cell ends the kernel.
+__cb_exit() {
+	local __cb_st=$? __cb_o=$- __cb_n __cb_v=() __cb_f=()
+	set +aCeEfkTuvx
+	if [[ -z $__cb_busy || $__cb_st != 127 || $BASH_COMMAND != 'eval "$__cb_main"' || $BASHPID != "$$" ]]; then
+		rm -rf "$__cb_tmp" 2>/dev/null
+		return
+	fi
+	compgen -v >|"$__cb_tmp/out"
+	while IFS= builtin read -r __cb_n; do
+		[[ $__cb_n == __cb_* || -n ${__cb_shell[$__cb_n]-} ]] || __cb_v+=("$__cb_n")
+	done <"$__cb_tmp/out"
+	compgen -A function >|"$__cb_tmp/out"
+	while IFS= builtin read -r __cb_n; do
+		[[ $__cb_n == __cb_* || $__cb_n == read && -n $__cb_myread ]] || __cb_f+=("$__cb_n")
+	done <"$__cb_tmp/out"
+	{
+		declare -p IFS OLDPWD "${__cb_v[@]}"
+		((${#__cb_f[@]} == 0)) || declare -f "${__cb_f[@]}"
+		alias -p
+		shopt -p
+		shopt -po pipefail
+		builtin printf '__cb_opts=%q\n' "${__cb_ropts:-$__cb_o}"
+	} >|"$__cb_tmp/state" 2>/dev/null
+	# Unwinding to the top level put the channel back on fds 3 and 4.
+	[[ ! -e /dev/fd/$__cb_rqfd ]] || exec 3<&"$__cb_rqfd" 4>&"$__cb_evfd"
+	__cb_place "$__cb_file" ""
+	__CB_STATE=$__cb_tmp __CB_ID=$__cb_id __CB_CMD=${__cb_j%: line } \
+		exec "$BASH" --noprofile --norc -c "$BASH_EXECUTION_STRING" "$0"
+}
+
+trap __cb_exit EXIT
 
 # The main loop. Its redirections move fds 3 and 4 to 10 and 11 (the lowest
 # free fds from 10), which bash marks close-on-exec as it does for every fd it
 # saves, so programs that cells start do not inherit the channel. A `break 2`
 # in a cell leaves the loops; the eval then enters them again.
 exec 10<&- 11<&-
-__cb_q "${BASH_VERSINFO[0]}.${BASH_VERSINFO[1]}.${BASH_VERSINFO[2]}"
-printf '{"ev":"ready","version":%s,"pid":%d}\n' "$__cb_j" "$$" >&4
+if [[ -z ${__cb_lost-} ]]; then
+	__cb_q "${BASH_VERSINFO[0]}.${BASH_VERSINFO[1]}.${BASH_VERSINFO[2]}"
+	printf '{"ev":"ready","version":%s,"pid":%d}\n' "$__cb_j" "$$" >&4
+else
+	# Back after a fatal error: the user's state, then the end of the cell.
+	. "$__cb_tmp/state" 2>/dev/null
+	__cb_id=$__cb_lost __cb_busy=1 __cb_err="127:$__cb_lostcmd: fatal shell error, shell restarted"
+	__cb_end 127 11>&4
+fi
 __cb_main='while :; do
 	while __cb_next; do
 		__cb_begin
