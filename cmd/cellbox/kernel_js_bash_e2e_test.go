@@ -157,3 +157,24 @@ func TestKernelBash(t *testing.T) {
 		t.Fatalf("variables = %v", names)
 	}
 }
+
+// TestKernelKilledByMemoryLimit: a kernel that dies of its memory limit is
+// dead with the reason "killed: memory limit", and restarts.
+func TestKernelKilledByMemoryLimit(t *testing.T) {
+	p := startStdio(t)
+	c := p.client()
+	c.initialize(t)
+	kid := startKernel(t, c, protocol.KernelStartParams{Language: "javascript", Limits: &protocol.Limits{MemoryBytes: 2 << 30}}).KernelID
+	_, _, err := tryRun(t, c, kid, "const hog = []; while (true) hog.push(new Array(1e6).fill(1.5))")
+	msg := wantCode(t, err, protocol.CodeKernelDead)
+	if !strings.Contains(msg, "killed: memory limit") {
+		t.Fatalf("KernelDead message = %q", msg)
+	}
+	if st := waitStatus(t, c, kid, protocol.KernelStateDead, 0); st.Reason != "killed: memory limit" {
+		t.Fatalf("dead reason = %q", st.Reason)
+	}
+	c.mustCall(t, protocol.MethodKernelRestart, protocol.KernelIDParams{KernelID: kid}, nil)
+	if _, outs := execute(t, c, kid, "1 + 1"); resultText(t, outs) != "2" {
+		t.Fatalf("after restart: %+v", outs)
+	}
+}
