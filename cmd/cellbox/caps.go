@@ -16,7 +16,7 @@ import (
 // languages; they wait for the probe the first time only.
 func hostCapabilities(stateDir string, log *slog.Logger) (func(context.Context) protocol.ServerCapabilities, func() []kernel.Language) {
 	var (
-		once sync.Once
+		once      sync.Once
 		caps      protocol.ServerCapabilities
 		languages []kernel.Language
 		done      = make(chan struct{})
@@ -38,17 +38,17 @@ func hostCapabilities(stateDir string, log *slog.Logger) (func(context.Context) 
 		log.Info("host probed", "took_ms", report.Took.Milliseconds(), "sandbox_missing", caps.Sandbox.Reason)
 	})
 	return func(ctx context.Context) protocol.ServerCapabilities {
-		select {
-		case <-done:
-		case <-ctx.Done():
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+			c := caps
+			c.Languages = append([]protocol.LanguageCapability(nil), caps.Languages...)
+			return c
+		}, func() []kernel.Language {
+			<-done
+			return languages
 		}
-		c := caps
-		c.Languages = append([]protocol.LanguageCapability(nil), caps.Languages...)
-		return c
-	}, func() []kernel.Language {
-		<-done
-		return languages
-	}
 }
 
 func capabilitiesFrom(r sandbox.Report, langs []kernel.Language) protocol.ServerCapabilities {

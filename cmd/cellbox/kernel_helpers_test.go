@@ -233,7 +233,7 @@ func (s *tapStream) Write(ctx context.Context, m jsonrpc2.Message) (int64, error
 	if b, err := jsonrpc2.EncodeMessage(m); err == nil {
 		var call struct {
 			ID     json.RawMessage `json:"id"`
-			Method string       `json:"method"`
+			Method string          `json:"method"`
 			Params struct {
 				ExecutionID string `json:"executionId"`
 			} `json:"params"`

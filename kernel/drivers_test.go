@@ -1,0 +1,68 @@
+package kernel
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
+)
+
+// TestRealDrivers runs each language's real driver in a sandbox: output,
+// a result or exit status, state, and an interrupt. It also runs as an
+// unprivileged user (TestRealDriversAsUser), as users mostly run cellbox;
+// the full end-to-end suite is in cmd/cellbox.
+func TestRealDrivers(t *testing.T) {
+	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ws.Shutdown)
+	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
+	t.Cleanup(m.Close)
+	cases := []struct{ lang, set, get, loop string }{
+		{"python", "v = 'ünï'", "print(v)", "while True: pass"},
+		{"javascript", "let v = 'ünï'", "console.log(v)", "while (true) {}"},
+		{"bash", "v=ünï", "echo $v", "while :; do :; done"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.lang, func(t *testing.T) {
+			s := &sink{}
+			k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: tc.lang}, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Shutdown(context.Background(), k.ID())
+			for _, code := range []string{tc.set, tc.get} {
+				if res, outs := execProbe(t, k, s, code); res.Status != protocol.ExecutionStatusOK {
+					t.Fatalf("%q: %+v %+v", code, res, outs)
+				}
+			}
+			res, outs := execProbe(t, k, s, tc.get)
+			if len(outs) != 1 || outs[0].Text != "ünï\n" {
+				t.Fatalf("state: %+v %+v", res, outs)
+			}
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				_ = k.Interrupt()
+			}()
+			res, _ = execProbe(t, k, s, tc.loop)
+			if res.Status != protocol.ExecutionStatusInterrupted {
+				t.Fatalf("interrupt: %+v", res)
+			}
+			if res, outs = execProbe(t, k, s, tc.get); !strings.HasPrefix(outs[0].Text, "ünï") {
+				t.Fatalf("after the interrupt: %+v %+v", res, outs)
+			}
+		})
+	}
+}
+
+func TestRealDriversAsUser(t *testing.T) {
+	if sandboxtest.AsTestUser() {
+		t.Skip("already the test user")
+	}
+	sandboxtest.RunAsTestUser(t, "^(TestRealDrivers|TestOrderAndTruncation|TestInputAndDeath)$")
+}
