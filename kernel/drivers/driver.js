@@ -15,18 +15,16 @@ const path = require('path');
 const util = require('util');
 const vm = require('vm');
 const { createRequire } = require('module');
-const { Worker } = require('worker_threads');
+// V8's compilation cache would keep every distinct cell ever run (about 1 KB each, plus code).
+require('v8').setFlagsFromString('--no-compilation-cache');
 // User code shares the global object (its `let Buffer = ...` assigns the global): the driver keeps
 // its own references to what it uses.
 const { Array, ArrayBuffer, Atomics, Buffer, Error, Function, Int32Array, JSON, Map, Math, Object,
   Promise, Set, SharedArrayBuffer, String, SyntaxError, Uint8Array, process, setImmediate } = globalThis;
 
 // ---------------------------------------------------------------------------------------------
-// Channel. Node cannot dup(2), so fds 3 and 4 are reopened through /proc/self/fd: libuv opens
-// with O_CLOEXEC, so the new descriptors are not inherited by programs the user code starts, and
-// 3 and 4 are closed. Without /proc (or if the fds are sockets) the driver keeps 3 and 4 as they
-// are.
-// (Without them, node's own descriptors may sit at 3 and 4: check what they are.)
+// Channel: fd 3 requests, fd 4 events. (Started without them, node's own descriptors may sit at
+// 3 and 4: check what they are.)
 const isChannel = (fd) => {
   try { const st = fs.fstatSync(fd); return st.isFIFO() || st.isSocket() || st.isFile(); } catch { return false; }
 };
@@ -34,6 +32,9 @@ if (!isChannel(3) || !isChannel(4)) {
   fs.writeSync(2, 'cellbox driver: fd 3 (requests) and fd 4 (events) must be pipes; see kernel/drivers/README.md\n');
   process.exit(2);
 }
+// Node cannot dup(2), so fds 3 and 4 are reopened through /proc/self/fd: libuv opens with
+// O_CLOEXEC, so the new descriptors are not inherited by programs the user code starts, and 3 and
+// 4 are closed. Without /proc (or if the fds are sockets) the driver keeps 3 and 4 as they are.
 function reopen(fd, flags) {
   try { return fs.openSync(`/proc/self/fd/${fd}`, flags); } catch { return fd; }
 }
@@ -65,26 +66,17 @@ for (const [fd, s] of [[1, process.stdout], [2, process.stderr]]) {
   }
 }
 
-// Shared with the interrupt watchdog (see Interrupt): [0] 1 while a cell runs its async part,
-// [1] 1 once the main thread took a SIGINT the watchdog passed on, [2] bumped to make the
-// watchdog re-arm, [3] 1 while an event is being written, [4] 1 once the watchdog may arm,
-// [5] 0 for plain sleeps.
-const wd = new Int32Array(new SharedArrayBuffer(24));
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
 function writeAll(fd, data) {
   const buf = Buffer.from(data);
-  Atomics.store(wd, 3, 1);
-  try {
-    for (let off = 0; off < buf.length;) {
-      try {
-        off += fs.writeSync(fd, buf, off);
-      } catch (e) {
-        if (e.code === 'EAGAIN') Atomics.wait(wd, 5, 0, 1); // a non-blocking pipe is full
-        else if (e.code === 'EPIPE') process.exit(0); // the manager is gone
-        else throw e;
-      }
+  for (let off = 0; off < buf.length;) {
+    try {
+      off += fs.writeSync(fd, buf, off);
+    } catch (e) {
+      if (e.code === 'EAGAIN') Atomics.wait(sleeper, 0, 0, 1); // a non-blocking pipe is full
+      else if (e.code === 'EPIPE') process.exit(0); // the manager is gone
+      else throw e;
     }
-  } finally {
-    Atomics.store(wd, 3, 0);
   }
 }
 const send = (ev) => writeAll(evFd, JSON.stringify(ev) + '\n');
@@ -384,7 +376,8 @@ function mapColumn(edits, col) {
   return col - shift;
 }
 
-// filename -> {line0, lastLine, lines} of its latest compile, to fix up stack frames.
+// filename -> {line0, lastLine, lines} of its latest compile, to fix up stack frames (of the
+// latest 1000 cells that need it: their code may still run later).
 const cells = new Map();
 
 // compile picks the first form of the cell that compiles: with `await` at the top, an async
@@ -429,8 +422,9 @@ function compile(code, count, source) {
         filename, lineOffset: f.lineOffset,
         importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
       });
+      cells.delete(filename);
       if (f.isAsync || f.lines.size) cells.set(filename, { line0, lastLine, lines: f.lines });
-      else cells.delete(filename);
+      if (cells.size > 1000) cells.delete(cells.keys().next().value); // the oldest
       return { script, isAsync: f.isAsync, show: f.show };
     } catch (e) {
       errors[f.kind] = e;
@@ -510,13 +504,6 @@ function execute(req) {
   } catch (e) {
     return finish(ex, 'error', e);
   }
-  // The first cell that awaits runs once the interrupt watchdog is armed (see Interrupt).
-  if (c.isAsync && watchdog === null) return startWatchdog(() => run(ex, c));
-  run(ex, c);
-}
-
-function run(ex, c) {
-  if (ex.ended) return; // interrupted while waiting for the watchdog
   let value;
   try {
     value = c.script.runInThisContext({ breakOnSigint: true, displayErrors: false });
@@ -525,7 +512,6 @@ function run(ex, c) {
   }
   if (!c.isAsync) return finish(ex, 'ok', value, c.show);
   value.then((v) => finish(ex, 'ok', v, c.show), (e) => finish(ex, 'error', e));
-  Atomics.store(wd, 0, 1);
 }
 
 // finish ends an execution once. The events go out after pending callbacks and microtasks have
@@ -533,7 +519,6 @@ function run(ex, c) {
 function finish(ex, status, value, show) {
   if (ex.ended) return;
   ex.ended = true;
-  Atomics.store(wd, 0, 0);
   ex.inputs.length = 0; // an input() the cell still waits for stays pending: the cell is abandoned
   setImmediate(() => {
     let error;
@@ -573,91 +558,18 @@ function background(e, prefix) {
   try { process.stderr.write(`${prefix}${text}\n`); } catch {}
 }
 
-// ---------------------------------------------------------------------------------------------
-// Interrupt. A SIGINT while runInThisContext runs is taken by its breakOnSigint. Once the cell
-// awaits, its code runs from callbacks and microtasks that no vm option covers:
-// - at first a SIGINT listener ends a waiting cell "interrupted" (its promise is abandoned);
-//   idle, it does nothing;
-// - code that is busy after an await never lets a listener run. So the first cell that awaits
-//   starts a watchdog thread holding a breakOnSigint of its own, which makes node deliver SIGINT
-//   to it. While a cell is in its async part, the watchdog passes the SIGINT to the main thread;
-//   if the main thread does not take it within 200 ms it is stuck, and the watchdog terminates
-//   the running JavaScript through the inspector (as a debugger's "stop" does): the stuck
-//   callback unwinds, the event loop goes on and takes the SIGINT. Elsewhere the watchdog
-//   ignores SIGINT (the main thread's breakOnSigint covers synchronous code).
-// Node's SIGINT machinery has one owner at a time: vm's breakOnSigint removes the process's
-// SIGINT listeners for the run (so libuv resets SIGINT to its default, fatal action) and lets
-// the first breakOnSigint in the process install node's handler. So the main thread drops its
-// listener before the watchdog arms (a handshake), and later listeners (the user's) are removed
-// after each execution, the watchdog then re-arming to install node's handler again.
-const WATCHDOG = `
-const { workerData: wd, parentPort } = require('worker_threads');
-globalThis.wd = wd;
-const watch = (code) => {
-  try { return require('vm').runInThisContext(code, { breakOnSigint: true }); } catch { return 'SIGINT'; }
-};
-parentPort.postMessage('ready');
-Atomics.wait(wd, 4, 0); // until the main thread dropped its listener
-for (;;) {
-  if (watch('Atomics.wait(wd, 2, Atomics.load(wd, 2))') !== 'SIGINT') continue; // re-arm
-  if (Atomics.load(wd, 0) !== 1) continue;
-  Atomics.store(wd, 1, 0);
-  parentPort.postMessage('sigint');
-  const r = watch('Atomics.wait(wd, 1, 0, 200)');
-  if (r === 'ok' || r === 'not-equal' || Atomics.load(wd, 0) !== 1 || Atomics.load(wd, 3)) continue;
-  try {
-    const session = new (require('inspector').Session)();
-    session.connectToMainThread();
-    session.post('Runtime.terminateExecution');
-    session.disconnect();
-  } catch {}
-}`;
-let watchdog = null, armed = false;
-function startWatchdog(then) {
-  let started = false;
-  const go = () => { if (!started) { started = true; then(); } };
-  try {
-    watchdog = new Worker(WATCHDOG, { eval: true, workerData: wd, resourceLimits: { maxOldGenerationSizeMb: 8 } });
-  } catch {
-    watchdog = false; // (no threads: the listener alone)
-    return go();
-  }
-  watchdog.unref();
-  watchdog.on('message', (m) => {
-    if (m === 'ready') {
-      process.removeListener('SIGINT', listeners.SIGINT);
-      armed = true;
-      Atomics.store(wd, 4, 1);
-      Atomics.notify(wd, 4);
-      go();
-    } else {
-      listeners.SIGINT();
-      Atomics.store(wd, 1, 1);
-      Atomics.notify(wd, 1);
-    }
-  });
-  watchdog.on('error', () => {});
-  watchdog.on('exit', () => { armed = false; listen(); go(); }); // back to the listener
-}
-
+// SIGINT while runInThisContext runs is taken by its breakOnSigint (node then restores the
+// listener below). Once the cell awaits, its code runs from callbacks and microtasks that no vm
+// option covers: the listener ends a waiting cell "interrupted" (its promise is abandoned), but
+// code that stays busy after an await never lets it run. Idle, the listener does nothing.
 const listeners = {
   uncaughtException: (e) => background(e, 'Uncaught '),
   unhandledRejection: (e) => background(e, 'Uncaught (in promise) '),
   SIGINT: () => { if (cur && !cur.ended) finish(cur, 'interrupted'); },
 };
-// (again after each execution, in case the code removed or added some)
+// (again after each execution, in case the code removed them)
 function listen() {
-  for (const [name, f] of Object.entries(listeners)) {
-    if (name === 'SIGINT' && armed) {
-      if (process.listenerCount('SIGINT')) {
-        process.removeAllListeners('SIGINT');
-        Atomics.add(wd, 2, 1); // the watchdog re-arms
-        Atomics.notify(wd, 2);
-      }
-    } else if (!process.listeners(name).includes(f)) {
-      process.on(name, f);
-    }
-  }
+  for (const [name, f] of Object.entries(listeners)) if (!process.listeners(name).includes(f)) process.on(name, f);
 }
 listen();
 
@@ -892,7 +804,11 @@ function handle(line) {
   } catch (e) {
     reply = { ev: 'reply', id: req.id, error: String((e && e.message) || e) };
   }
-  send(reply);
+  try {
+    send(reply);
+  } catch (e) { // e.g. a value JSON cannot hold
+    send({ ev: 'reply', id: req.id, error: `internal error: ${e && e.message}` });
+  }
 }
 
 let requests;

@@ -104,9 +104,11 @@ def flush_std():
 def emit(event, flush=True, counts=False):
     """Write one event. Execution events first flush stdout/stderr (README: Ordering).
 
-    counts adds stdoutBytes/stderrBytes; only for displays made while code runs (see the
-    README note in the final report: bytes written to fds 1/2 directly are not counted, so
-    events after the code stopped go without, and the manager takes all the pipes hold)."""
+    counts adds stdoutBytes/stderrBytes, for events made while code may go on printing
+    (display, clear): the manager then delivers exactly the output written before them.
+    Bytes that C code or child processes write to fds 1/2 are not counted, so events made
+    once the code has stopped (result, error, input, done) go without, and the manager
+    delivers all that the pipes hold before them: nothing the cell wrote comes after done."""
     if IN_FORK:
         return
     if flush:
@@ -141,6 +143,8 @@ sys.modules["__main__"] = main_module
 sys.argv = [""]
 
 BUSY = False       # user code runs on the main thread: SIGINT raises KeyboardInterrupt
+RECEIVED = FINISHED = 0  # executions received (reader thread) and ended (main thread)
+PENDING_INTERRUPT = False  # SIGINT came for an execution received but not started yet
 BUSY_EVENT = threading.Event()  # wakes the flusher
 EXEC_ID = None     # the execution whose events we emit (displays from threads use the last one)
 EXEC_QUEUE = SimpleQueue()
@@ -152,9 +156,13 @@ loop = None        # asyncio loop for top-level await, made on first use
 
 
 def on_sigint(signum, frame):
-    # Idle or inside the driver's own work: ignore (no stray KeyboardInterrupt later).
+    global PENDING_INTERRUPT
     if BUSY:
         raise KeyboardInterrupt
+    # Not in user code: idle (ignore it, no stray KeyboardInterrupt later), or an execution
+    # is received but not started yet, or is ending: the interrupt is for it.
+    if RECEIVED > FINISHED:
+        PENDING_INTERRUPT = True
 
 
 signal.signal(signal.SIGINT, on_sigint)
@@ -372,7 +380,8 @@ def figure_png(fig):
         return None
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    fig._cellbox_shown = True  # drawn: fig.stale stays False until the figure changes
+    # Shown: a later change to the figure (or its artists) sets fig.stale again.
+    fig._cellbox_shown, fig.stale = True, False
     return binascii.b2a_base64(buf.getvalue(), newline=False).decode()
 
 
@@ -394,11 +403,12 @@ def bundle(obj, include=None, exclude=None):
             except Exception:
                 report_repr_error(obj, "savefig")
         r = call_repr(obj, "_repr_mimebundle_", include=include, exclude=exclude)
-        if r:
-            d, md = r if isinstance(r, tuple) else (r, None)
-            for mime, value in (d or {}).items():
+        d, md = r if isinstance(r, tuple) and len(r) == 2 else (r, None)
+        if isinstance(d, dict):
+            for mime, value in d.items():
                 put(data, mime, value)
-            meta.update(md or {})
+        if isinstance(md, dict):
+            meta.update(md)
         for mime, name in REPRS:
             if mime in data:
                 continue
@@ -619,11 +629,13 @@ def remember_source(filename, code, first):
         if old:
             base = list(old[2])
         else:
+            base = []
             try:
-                with open(filename, encoding="utf-8", errors="replace") as f:
-                    base = f.readlines() if os.fstat(f.fileno()).st_size < 1 << 22 else []
+                if os.path.isfile(filename) and os.path.getsize(filename) < 1 << 22:
+                    with open(filename, encoding="utf-8", errors="replace") as f:
+                        base = f.readlines()
             except OSError:
-                base = []
+                pass
         lines = lines[first - 1:]  # code is padded to its first line
         base.extend(["\n"] * (first - 1 + len(lines) - len(base)))
         base[first - 1:first - 1 + len(lines)] = lines
@@ -695,9 +707,12 @@ def run_cell(req, silent):
 
 def guarded(fn, *args):
     """Run fn with SIGINT raising KeyboardInterrupt; return what it raised, or None."""
-    global BUSY
+    global BUSY, PENDING_INTERRUPT
     try:
         BUSY = True
+        if PENDING_INTERRUPT:
+            PENDING_INTERRUPT = False
+            raise KeyboardInterrupt
         fn(*args)
     except BaseException as e:
         BUSY = False  # first: no signal check happens before this store
@@ -713,9 +728,11 @@ TracebackType = None
 def user_tb(tb, cells=None):
     """The traceback without the driver's frames (and, given cells, without what precedes them)."""
     global TracebackType
-    if cells:
-        while tb is not None and tb.tb_frame.f_code not in cells:
-            tb = tb.tb_next
+    head = tb
+    while cells and head is not None and head.tb_frame.f_code not in cells:
+        head = head.tb_next
+    if head is not None:  # else the error came from elsewhere (a repr, say): keep its frames
+        tb = head
     keep = []
     while tb is not None:
         if tb.tb_frame.f_globals is not DRIVER_GLOBALS:
@@ -750,7 +767,7 @@ def cpu_seconds():
 
 
 def execute(req):
-    global EXEC_ID, CELL_CODES
+    global EXEC_ID, CELL_CODES, FINISHED, PENDING_INTERRUPT
     EXEC_ID = req.get("id")
     StdinState.fed = str(req.get("stdin") or "")
     StdinState.allow = bool(req.get("allowStdin"))
@@ -783,6 +800,8 @@ def execute(req):
     if info is not None:
         done["status"] = "interrupted" if info["ename"] == "KeyboardInterrupt" else "error"
         done["error"] = info
+    FINISHED += 1
+    PENDING_INTERRUPT = False
     emit(done)
 
 
@@ -800,7 +819,7 @@ def tidy():
 
 
 def main_loop():
-    global BUSY
+    global BUSY, FINISHED, PENDING_INTERRUPT
     emit({"ev": "ready", "version": "%d.%d.%d" % sys.version_info[:3], "pid": PID})
     while True:
         req = None
@@ -811,6 +830,7 @@ def main_loop():
             BUSY = False
             BUSY_EVENT.clear()
             if req is not None:
+                FINISHED, PENDING_INTERRUPT = RECEIVED, False
                 try:
                     emit({"ev": "done", "id": req.get("id"), "status": "error",
                           "error": {"ename": type(e).__name__, "evalue": str(e),
@@ -1017,12 +1037,14 @@ def worker_loop():
 
 
 def handle(line):
+    global RECEIVED
     try:
         req = json.loads(line)
         op = req.get("op")
     except (ValueError, AttributeError):
         return  # not a request: nothing to answer
     if op == "execute":
+        RECEIVED += 1
         EXEC_QUEUE.put(req)
     elif op == "input":
         if req.get("id") == EXEC_ID:

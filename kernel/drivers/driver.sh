@@ -14,8 +14,8 @@
 
 if [[ -n ${__CB_STATE-} ]]; then
 	# A fatal error restarted the driver (see __cb_exit).
-	__cb_tmp=$__CB_STATE __cb_lost=$__CB_ID __cb_lostcmd=$__CB_CMD
-	unset __CB_STATE __CB_ID __CB_CMD
+	__cb_tmp=$__CB_STATE __cb_lost=$__CB_ID __cb_lostcell=$__CB_CELL
+	unset __CB_STATE __CB_ID __CB_CELL
 else
 	# Its files go to a tmpfs if it can: rewriting a file on ext4 can cost
 	# milliseconds (auto_da_alloc).
@@ -152,17 +152,17 @@ __cb_request() {
 # `. "$__cb_file"` with its stdin from "$__cb_tmp/stdin".
 __cb_begin() {
 	__cb_busy=1 __cb_intr= __cb_err= __cb_errexit= __cb_ran= __cb_myread=
-	trap '__cb_onint "$LINENO"' INT
+	trap '__cb_onint "$LINENO"; [[ -z $__cb_skipon ]] || trap __cb_skipping DEBUG' INT
 	# The cell is a file so that `.` runs it at top level, and so that a DEBUG
 	# trap returning 2 can leave it. Leading newlines make $LINENO and bash's
 	# messages count the lines of the editor's file.
 	local __cb_pad=
-	if [[ -n $__cb_spath ]]; then
+	if ((__cb_sline > 1 && __cb_sline <= 1000000)); then
+		printf -v __cb_pad '%*s' "$((__cb_sline - 1))" ''
+		__cb_pad=${__cb_pad// /$'\n'}
+	fi
+	if [[ -n ${__cb_spath##*/} ]]; then
 		__cb_file=$__cb_tmp/src/${__cb_spath##*/}
-		if ((__cb_sline > 1)); then
-			printf -v __cb_pad '%*s' "$((__cb_sline - 1))" ''
-			__cb_pad=${__cb_pad// /$'\n'}
-		fi
 	elif ((__cb_count > 0)); then
 		__cb_file=$__cb_tmp/src/cell-$__cb_count
 	else
@@ -303,15 +303,15 @@ __cb_onerr() {
 	fi
 }
 
-# __cb_skip: skip the rest of the cell: a DEBUG trap under extdebug refuses
-# every command that is not the driver's.
+# __cb_skip: skip the rest of the cell: the trap string that called this
+# sets a DEBUG trap (there, not in a function, which would put back a DEBUG
+# trap of the user's on return) that refuses, under extdebug, every command
+# that is not the driver's. A DEBUG trap of the user's is lost.
 __cb_skip() {
 	[[ -z $__cb_skipon ]] || return 0
 	__cb_skipon=1 __cb_extdebug=
 	! shopt -q extdebug || __cb_extdebug=1
-	trap -p DEBUG >|"$__cb_tmp/debug"
 	shopt -s extdebug
-	trap __cb_skipping DEBUG
 }
 
 # The DEBUG trap while skipping: 2 makes bash return from the running
@@ -322,13 +322,10 @@ __cb_skipping() {
 	return 2
 }
 
-# __cb_unskip: end __cb_skip; the user's own DEBUG trap and extdebug back.
+# __cb_unskip: end __cb_skip.
 __cb_unskip() {
-	local __cb_t=
 	trap - DEBUG
 	[[ -n $__cb_extdebug ]] || shopt -u extdebug
-	IFS= builtin read -r -d '' __cb_t <"$__cb_tmp/debug"
-	[[ -z $__cb_t ]] || eval "$__cb_t"
 	__cb_skipon=
 }
 
@@ -537,7 +534,7 @@ __cb_variables() {
 	__cb_reply "$1" "{\"variables\":[${__cb_out#,}]}"
 }
 
-trap '__cb_onerr "$?" "$LINENO"' ERR
+trap '__cb_onerr "$?" "$LINENO"; [[ -z $__cb_skipon ]] || trap __cb_skipping DEBUG' ERR
 trap '' INT # idle: SIGINT does nothing
 # The EXIT trap. A fatal error (an unset ${x:?}, a `set -u` error) ends a
 # non-interactive shell even during a cell: then the driver starts again in
@@ -567,10 +564,12 @@ __cb_exit() {
 		shopt -po pipefail
 		builtin printf '__cb_opts=%q\n' "${__cb_ropts:-$__cb_o}"
 	} >|"$__cb_tmp/state" 2>/dev/null
-	# Unwinding to the top level put the channel back on fds 3 and 4.
+	# Unwinding to the top level put the channel back on fds 3 and 4. SIGINT
+	# must not be ignored across exec (the new shell could not trap it).
 	[[ ! -e /dev/fd/$__cb_rqfd ]] || exec 3<&"$__cb_rqfd" 4>&"$__cb_evfd"
+	trap - INT
 	__cb_place "$__cb_file" ""
-	__CB_STATE=$__cb_tmp __CB_ID=$__cb_id __CB_CMD=${__cb_j%: line } \
+	__CB_STATE=$__cb_tmp __CB_ID=$__cb_id __CB_CELL=${__cb_j%: line } \
 		exec "$BASH" --noprofile --norc -c "$BASH_EXECUTION_STRING" "$0"
 }
 
@@ -587,7 +586,7 @@ if [[ -z ${__cb_lost-} ]]; then
 else
 	# Back after a fatal error: the user's state, then the end of the cell.
 	. "$__cb_tmp/state" 2>/dev/null
-	__cb_id=$__cb_lost __cb_busy=1 __cb_err="127:$__cb_lostcmd: fatal shell error, shell restarted"
+	__cb_id=$__cb_lost __cb_busy=1 __cb_err="127:$__cb_lostcell: fatal shell error, shell restarted"
 	__cb_end 127 11>&4
 fi
 __cb_main='while :; do
