@@ -182,6 +182,10 @@ type FsDidChangeParams struct {
 	WatchID     string       `json:"watchId"`
 	WorkspaceID string       `json:"workspaceId"`
 	Changes     []FileChange `json:"changes"`
+	// Extension: Overflow is true when changes were dropped (this watch's
+	// queue was full, or the kernel's inotify queue overflowed): the client
+	// should rescan what it watches. Changes may still list some.
+	Overflow bool `json:"overflow,omitempty"`
 }
 
 // FileChange is one entry of fs/didChange.

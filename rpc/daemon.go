@@ -57,6 +57,7 @@ type Daemon struct {
 	lat     latencyRing
 
 	connCount atomic.Int64
+	watches   watchSet // fs/watch, see fs_watch.go
 	connSeq   atomic.Uint64
 
 	mu    sync.Mutex // guards conns
@@ -126,6 +127,7 @@ func (d *Daemon) Stats() protocol.DaemonStats {
 		UptimeMs:    time.Since(d.started).Milliseconds(),
 		Workspaces:  d.opts.Workspaces.Len(),
 		Ptys:        d.opts.Ptys.Len(),
+		Watches:     d.watches.len(),
 		Kernels:     d.opts.Kernels.Len(),
 		Executions:  executionCounts(d.opts.Kernels.Stats()),
 		LatencyMs:   protocol.LatencyMs{P50: p50, P99: p99},

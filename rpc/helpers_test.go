@@ -11,8 +11,8 @@ import (
 
 	"go.lsp.dev/jsonrpc2"
 
-	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/kernel"
+	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/workspace"
 )

@@ -74,6 +74,7 @@ func (c *conn) Shutdown(ctx context.Context) error {
 	c.mu.Unlock()
 	c.drain(200*time.Millisecond, 5*time.Second)
 	c.d.opts.Ptys.CloseOpenedBy(ctx, c)
+	c.d.watches.closeConn(c)
 	c.d.opts.Kernels.ShutdownOpenedBy(ctx, c)
 	c.log.Info("client requested shutdown")
 	return nil

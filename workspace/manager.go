@@ -36,7 +36,10 @@ type Options struct {
 	NoPool bool
 	// StartTimeout bounds building one sandbox (0: 10 s).
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// MaxCheckpoints bounds the checkpoints kept per workspace; the oldest
+	// go first (0: DefaultMaxCheckpoints).
+	MaxCheckpoints int
+	Logger         *slog.Logger
 }
 
 // Manager owns the daemon's workspaces.
@@ -268,6 +271,7 @@ func (m *Manager) Close(ctx context.Context, id string, discard bool) error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
+	w.CloseWatches()
 	w.stop()
 	if discard {
 		if err := removeAll(w.dir); err != nil {
@@ -292,7 +296,7 @@ func (m *Manager) Shutdown() {
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Add(1)
-		go func() { defer wg.Done(); w.stop() }()
+		go func() { defer wg.Done(); w.CloseWatches(); w.stop() }()
 	}
 	wg.Wait()
 }

@@ -3,14 +3,87 @@
 package workspace
 
 import (
+	"context"
 	"io/fs"
 
+	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
 // ReadFile needs a sandbox: Linux only.
 func (w *Workspace) ReadFile(string) ([]byte, error) { return nil, sandbox.ErrLinuxOnly }
 
+// File operations and watching go through the sandbox: Linux only.
+func (w *Workspace) FsRead(protocol.FsReadParams) (*protocol.FsReadResult, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) FsWrite(protocol.FsWriteParams) (*protocol.FsWriteResult, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) FsList(protocol.FsListParams) (*protocol.FsListResult, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) FsStat(protocol.FsStatParams) (*protocol.FileEntry, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) FsDelete(protocol.FsDeleteParams) error { return sandbox.ErrLinuxOnly }
+func (w *Workspace) FsRename(protocol.FsRenameParams) error { return sandbox.ErrLinuxOnly }
+func (w *Workspace) FsMkdir(protocol.FsMkdirParams) error   { return sandbox.ErrLinuxOnly }
+
+// WatchOptions, WatchBatch and Watch: see watch_linux.go.
+type WatchOptions struct {
+	Globs []string
+	Queue int
+}
+
+type WatchBatch struct {
+	Changes  []protocol.FileChange
+	Overflow bool
+}
+
+type Watch struct{}
+
+func (*Watch) Close() {}
+
+func (w *Workspace) Watch(WatchOptions, func(WatchBatch)) (*Watch, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) CloseWatches() {}
+
 func (m *Manager) cleanup() {}
 
 func blocks(fi fs.FileInfo) int64 { return fi.Size() }
+
+// Changes, diff, commit, discard and checkpoints read the overlay: Linux only.
+func (w *Workspace) Changes(context.Context) ([]protocol.Change, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) Diff(context.Context, []string) ([]protocol.FileDiff, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) Commit(context.Context, []string, func(done, total int)) (*protocol.WorkspaceCommitResult, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) Discard(context.Context, []string) ([]string, error) {
+	return nil, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) Checkpoint(context.Context, string, func(done, total int)) (protocol.Checkpoint, error) {
+	return protocol.Checkpoint{}, sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) Checkpoints() ([]protocol.Checkpoint, error) { return nil, sandbox.ErrLinuxOnly }
+
+func (w *Workspace) Restore(context.Context, string, func(done, total int)) error {
+	return sandbox.ErrLinuxOnly
+}
+
+func (w *Workspace) DeleteCheckpoint(context.Context, string) error { return sandbox.ErrLinuxOnly }

@@ -33,6 +33,7 @@ type serveConfig struct {
 	logLevel        string
 	logFormat       string
 	testHooks       bool
+	maxCheckpoints  int
 	cullIdle        time.Duration
 }
 
@@ -49,6 +50,7 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
 	fs.DurationVar(&cfg.cullIdle, "cull-idle", 24*time.Hour, "close a terminal or kernel that no client is attached to and that has been idle for `DURATION` (0: never)")
+	fs.IntVar(&cfg.maxCheckpoints, "max-checkpoints", workspace.DefaultMaxCheckpoints, "checkpoints kept per workspace (at least 1); taking one more removes the oldest")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
@@ -63,6 +65,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return 0
 		}
 		fmt.Fprintf(stderr, "cellbox serve: %v\n", err)
+		return 2
+	}
+	if cfg.maxCheckpoints < 1 {
+		fmt.Fprintf(stderr, "cellbox serve: --max-checkpoints %d: keep at least 1\n", cfg.maxCheckpoints)
 		return 2
 	}
 	if cfg.stdio == (cfg.listen != "") {
@@ -90,7 +96,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		cfg.token = hex.EncodeToString(b)
 	}
 	cwd, _ := os.Getwd()
-	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log})
+	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints})
 	if err != nil {
 		log.Error("cannot open the workspaces", "err", err)
 		return 1

@@ -642,6 +642,12 @@ export interface FsDidChangeParams {
   watchId: string;
   workspaceId: string;
   changes: FileChange[];
+  /**
+   * Extension: Overflow is true when changes were dropped (this watch's
+   * queue was full, or the kernel's inotify queue overflowed): the client
+   * should rescan what it watches. Changes may still list some.
+   */
+  overflow?: boolean;
 }
 
 /** FileChange is one entry of fs/didChange. */

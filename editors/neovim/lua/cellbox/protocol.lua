@@ -525,6 +525,7 @@ M.enums = {
 ---@field watchId string
 ---@field workspaceId string
 ---@field changes cellbox.FileChange[]
+---@field overflow? boolean Extension: Overflow is true when changes were dropped (this watch's queue was full, or the kernel's inotify queue overflowed): the client should rescan what it watches. Changes may still list some.
 
 --- FileChange is one entry of fs/didChange.
 ---@class cellbox.FileChange

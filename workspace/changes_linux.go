@@ -1,0 +1,848 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+)
+
+// Changes: what an overlay workspace changed, read from its upper layer on
+// the host (reading is allowed; every write goes through the live mount) and
+// compared with the project:
+//
+//   - a whiteout (a character device 0:0, or an empty file carrying
+//     user.overlay.whiteout) deletes the project's file, or every file of
+//     the project's directory, at its path;
+//   - a directory marked user.overlay.opaque="y" replaces the project's
+//     directory: the project's files under it that the upper layer lacks
+//     are deleted;
+//   - a regular file or symlink is added when the project has none at its
+//     path (or has a directory there, whose files are then deleted), and
+//     modified when the project's differs in type, permission bits, content
+//     or link target; one equal to the project's (a copy-up by chmod and
+//     back, a rewrite with the same bytes) is not a change;
+//   - a rename is a whiteout plus a new file: delete + add;
+//   - directories are not changes of their own (an empty new directory is
+//     not reported nor committed, as in git); FIFOs, sockets and devices
+//     the code made are not reported;
+//   - redirect_dir and metacopy are off in an unprivileged (userxattr)
+//     overlay, so every upper file holds its whole content.
+//
+// Binary: a file whose first 8 KiB hold a NUL byte or are not valid UTF-8
+// (a multi-byte character cut at 8 KiB is fine) is binary, as git decides
+// on a prefix.
+//
+// Conflicts need to know what the workspace saw of each project file. The
+// first time a scan meets a changed path it records a baseline of the
+// project's file (type, mode, size, mtime, ctime, inode, SHA-256, or "no
+// file") in the workspace's state dir (baselines.json, written atomically):
+// commit refuses a path whose project file no longer matches it. A file the
+// workspace holds equal to the project's moves its baseline to the project's
+// current state (they agree now, so the workspace has seen it). When a scan
+// first meets a path, the project may already have been edited after code
+// in the sandbox copied the file up: a project file whose ctime is later
+// than the birth time of its upper entry (statx STATX_BTIME: the copy-up,
+// the whiteout) is newer than the workspace's copy, so no baseline is
+// recorded and the path is a conflict until discarded.
+
+// fileState is a workspace's state that must outlive one Workspace value
+// (a close and reopen makes a new one): the lock of its file operations and
+// its baselines.
+type fileState struct {
+	// sem admits one of changes, diff, commit, discard, checkpoint,
+	// restore and deleteCheckpoint at a time: they read and write the same
+	// baselines and view.
+	sem chan struct{}
+
+	// Guarded by sem:
+	owner *Workspace          // the open Workspace the baselines were loaded for
+	base  map[string]baseline // loaded on first use
+}
+
+var fileStates sync.Map // workspace dir -> *fileState
+
+func (w *Workspace) fileState() *fileState {
+	if st, ok := fileStates.Load(w.dir); ok {
+		return st.(*fileState)
+	}
+	st, _ := fileStates.LoadOrStore(w.dir, &fileState{sem: make(chan struct{}, 1)})
+	return st.(*fileState)
+}
+
+// lockFiles takes the workspace's file-operation lock, or fails when ctx
+// ends first.
+func (w *Workspace) lockFiles(ctx context.Context) (*fileState, func(), error) {
+	if w.mode != protocol.WorkspaceModeOverlay {
+		return nil, nil, fmt.Errorf("%w: workspace %s is in mode %s: only an overlay workspace has changes to list, commit, discard or checkpoint", ErrInvalid, w.id, w.mode)
+	}
+	st := w.fileState()
+	select {
+	case st.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("workspace %s: waiting for another file operation: %w", w.id, ctx.Err())
+	}
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		<-st.sem
+		return nil, nil, fmt.Errorf("workspace %s: %w", w.id, ErrClosed)
+	}
+	if st.owner != w {
+		// Opened again (perhaps after a close with discard removed the
+		// directory): the disk has the truth.
+		st.owner, st.base = w, nil
+	}
+	if st.base == nil {
+		b, err := w.loadBaselines()
+		if err != nil {
+			<-st.sem
+			return nil, nil, err
+		}
+		st.base = b
+	}
+	return st, func() { <-st.sem }, nil
+}
+
+// baseline is a project file as the workspace saw it.
+type baseline struct {
+	Exists  bool   `json:"exists"`
+	Mode    uint32 `json:"mode,omitempty"` // type and permission bits (st_mode)
+	Size    int64  `json:"size,omitempty"`
+	MtimeNs int64  `json:"mtimeNs,omitempty"`
+	CtimeNs int64  `json:"ctimeNs,omitempty"`
+	Ino     uint64 `json:"ino,omitempty"`
+	SHA256  string `json:"sha256,omitempty"` // regular files
+	Link    string `json:"link,omitempty"`   // symlinks
+}
+
+func (w *Workspace) baselinesPath() string { return filepath.Join(w.dir, "baselines.json") }
+
+func (w *Workspace) loadBaselines() (map[string]baseline, error) {
+	b, err := os.ReadFile(w.baselinesPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]baseline{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the baselines of workspace %s: %w", w.id, err)
+	}
+	m := map[string]baseline{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		// Baselines only guard against conflicts; a damaged file is
+		// rebuilt from the birth-time rule rather than blocking the
+		// workspace.
+		w.m.log.Warn("damaged baselines.json ignored", "workspace", w.id, "err", err)
+		return map[string]baseline{}, nil
+	}
+	return m, nil
+}
+
+func (w *Workspace) saveBaselines(m map[string]baseline) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode the baselines of workspace %s: %w", w.id, err)
+	}
+	return writeAtomic(w.baselinesPath(), b, 0o600)
+}
+
+// change is one changed path with what commit, diff, discard and
+// checkpoint need.
+type change struct {
+	path   string
+	kind   protocol.ChangeKind
+	typ    uint32 // S_IFREG or S_IFLNK: the workspace's file (added, modified) or the project's (deleted)
+	mode   uint32 // permission bits of that file
+	size   int64  // size of that file (a symlink: its target's length)
+	binary bool
+	// stale says why the project's file is newer than the workspace's copy
+	// (the birth-time rule), "" when it is not known to be.
+	stale string
+}
+
+func (c *change) protocol() protocol.Change {
+	pc := protocol.Change{Path: c.path, Kind: c.kind, Binary: c.binary}
+	if c.kind != protocol.ChangeKindDeleted {
+		size := c.size
+		pc.Size = &size
+	}
+	return pc
+}
+
+// Changes lists the workspace's changes (PROTOCOL.md §3 workspace/changes),
+// sorted by path.
+func (w *Workspace) Changes(ctx context.Context) ([]protocol.Change, error) {
+	_, unlock, err := w.lockFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cs, err := w.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]protocol.Change, len(cs))
+	for i := range cs {
+		out[i] = cs[i].protocol()
+	}
+	return out, nil
+}
+
+// scan reads the upper layer and returns the changes sorted by path,
+// recording baselines of paths met for the first time and dropping those
+// of paths the upper layer no longer holds. The caller holds the lock.
+func (w *Workspace) scan(ctx context.Context) ([]change, error) {
+	st := w.fileState()
+	up, err := unix.Open(w.UpperDir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the upper layer of workspace %s: %w", w.id, err)
+	}
+	defer unix.Close(up)
+	proj, err := w.openProject()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(proj)
+	s := &scanner{ctx: ctx, base: st.base, seen: make(map[string]bool)}
+	s.dir("", up, proj, false, 0)
+	if s.err != nil {
+		return nil, fmt.Errorf("scan workspace %s: %w", w.id, s.err)
+	}
+	for p := range st.base {
+		if !s.seen[p] {
+			delete(st.base, p)
+			s.dirty = true
+		}
+	}
+	if s.dirty {
+		if err := w.saveBaselines(st.base); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(s.out, func(i, j int) bool { return s.out[i].path < s.out[j].path })
+	return s.out, nil
+}
+
+// scanner walks the upper layer and the project side by side through
+// directory descriptors opened with O_NOFOLLOW, so neither a symlink the
+// code made nor one in the project leads it elsewhere.
+type scanner struct {
+	ctx   context.Context
+	base  map[string]baseline
+	seen  map[string]bool // paths the upper layer holds or deletes
+	out   []change
+	dirty bool // base changed
+	err   error
+}
+
+// dir scans the upper directory up (rel in the workspace) against the
+// project's directory proj (-1: none). opaque: up hides the project's
+// directory, whose entries it lacks are deleted at dirBtime.
+func (s *scanner) dir(rel string, up, proj int, opaque bool, dirBtime int64) {
+	if s.err != nil {
+		return
+	}
+	if err := s.ctx.Err(); err != nil {
+		s.err = err
+		return
+	}
+	names, err := readNames(up)
+	if err != nil {
+		s.err = fmt.Errorf("read %s in the upper layer: %w", orDot(rel), err)
+		return
+	}
+	inUpper := make(map[string]bool, len(names))
+	for _, name := range names {
+		inUpper[name] = true
+		p := path.Join(rel, name)
+		var stx unix.Statx_t
+		if err := unix.Statx(up, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed by code in the sandbox while we read
+			}
+			s.err = fmt.Errorf("stat %s in the upper layer: %w", p, err)
+			return
+		}
+		var btime int64
+		if stx.Mask&unix.STATX_BTIME != 0 {
+			btime = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+		}
+		var pst unix.Stat_t
+		pexists := proj >= 0 && unix.Fstatat(proj, name, &pst, unix.AT_SYMLINK_NOFOLLOW) == nil
+		typ := uint32(stx.Mode) & unix.S_IFMT
+		if typ == unix.S_IFREG && stx.Size == 0 && hasXattr(up, name, "user.overlay.whiteout") {
+			typ = unix.S_IFCHR // an xattr whiteout
+		}
+		switch typ {
+		case unix.S_IFCHR:
+			if stx.Rdev_major != 0 || stx.Rdev_minor != 0 {
+				continue // a device node the code made: not reported
+			}
+			s.seen[p] = true
+			if pexists {
+				s.deleted(p, proj, name, &pst, btime)
+			}
+		case unix.S_IFDIR:
+			cfd, err := unix.Openat(up, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue
+				}
+				s.err = fmt.Errorf("open %s in the upper layer: %w", p, err)
+				return
+			}
+			op := xattrIs(cfd, "user.overlay.opaque", "y")
+			cproj := -1
+			if pexists {
+				if pst.Mode&unix.S_IFMT == unix.S_IFDIR {
+					if fd, err := unix.Openat(proj, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+						cproj = fd
+					}
+				} else {
+					s.seen[p] = true
+					s.deleted(p, proj, name, &pst, btime)
+				}
+			}
+			s.dir(p, cfd, cproj, op, btime)
+			unix.Close(cfd)
+			if cproj >= 0 {
+				unix.Close(cproj)
+			}
+		case unix.S_IFREG, unix.S_IFLNK:
+			s.seen[p] = true
+			s.file(p, up, name, &stx, btime, proj, pexists, &pst)
+		}
+		if s.err != nil {
+			return
+		}
+	}
+	if !opaque || proj < 0 {
+		return
+	}
+	pnames, err := readNames(proj)
+	if err != nil {
+		s.err = fmt.Errorf("read %s in the project: %w", orDot(rel), err)
+		return
+	}
+	for _, name := range pnames {
+		if inUpper[name] {
+			continue
+		}
+		var pst unix.Stat_t
+		if unix.Fstatat(proj, name, &pst, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		s.deleted(path.Join(rel, name), proj, name, &pst, dirBtime)
+	}
+}
+
+// deleted reports the project's file at p deleted, or every file of the
+// project's directory there.
+func (s *scanner) deleted(p string, proj int, name string, pst *unix.Stat_t, btime int64) {
+	if s.err != nil {
+		return
+	}
+	switch pst.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fd, err := unix.Openat(proj, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return // gone since, or unreadable: nothing the workspace shows
+		}
+		defer unix.Close(fd)
+		names, err := readNames(fd)
+		if err != nil {
+			s.err = fmt.Errorf("read %s in the project: %w", p, err)
+			return
+		}
+		for _, n := range names {
+			var cst unix.Stat_t
+			if unix.Fstatat(fd, n, &cst, unix.AT_SYMLINK_NOFOLLOW) == nil {
+				s.deleted(path.Join(p, n), fd, n, &cst, btime)
+			}
+		}
+	case unix.S_IFREG, unix.S_IFLNK:
+		s.seen[p] = true
+		c := change{path: p, kind: protocol.ChangeKindDeleted, typ: pst.Mode & unix.S_IFMT, mode: pst.Mode & 0o7777, size: pst.Size}
+		if c.typ == unix.S_IFREG {
+			c.binary = fileIsBinary(proj, name)
+		}
+		c.stale = s.note(p, proj, name, pst, btime)
+		s.out = append(s.out, c)
+	}
+}
+
+// file compares the upper layer's regular file or symlink at p with the
+// project's.
+func (s *scanner) file(p string, up int, name string, stx *unix.Statx_t, btime int64, proj int, pexists bool, pst *unix.Stat_t) {
+	typ := uint32(stx.Mode) & unix.S_IFMT
+	c := change{path: p, kind: protocol.ChangeKindAdded, typ: typ, mode: uint32(stx.Mode) & 0o7777, size: int64(stx.Size)}
+	if pexists && pst.Mode&unix.S_IFMT == unix.S_IFDIR {
+		s.deleted(p, proj, name, pst, btime)
+		pexists = false
+	}
+	if pexists {
+		c.kind = protocol.ChangeKindModified
+		if pst.Mode&unix.S_IFMT == typ && pst.Mode&0o7777 == c.mode {
+			same, err := sameContent(up, proj, name, typ, c.size, pst.Size)
+			if err != nil {
+				s.err = fmt.Errorf("compare %s with the project: %w", p, err)
+				return
+			}
+			if same {
+				// The workspace holds what the project holds: it has
+				// seen the project as it is now.
+				if b, ok := s.base[p]; !ok || !b.sameStat(pst) {
+					s.record(p, proj, name, pst)
+				}
+				return
+			}
+		}
+	}
+	if typ == unix.S_IFREG {
+		c.binary = fileIsBinary(up, name)
+	}
+	if pexists && pst.Mode&unix.S_IFMT == unix.S_IFREG && !c.binary {
+		c.binary = fileIsBinary(proj, name) // no line diff either way
+	}
+	if pexists {
+		c.stale = s.note(p, proj, name, pst, btime)
+	} else {
+		s.note(p, proj, name, nil, btime)
+	}
+	s.out = append(s.out, c)
+}
+
+// note records the baseline of a changed path met for the first time and
+// returns why the project's file is newer than the workspace's copy, if
+// the birth-time rule says so (then nothing is recorded).
+func (s *scanner) note(p string, proj int, name string, pst *unix.Stat_t, btime int64) string {
+	if _, ok := s.base[p]; ok {
+		return ""
+	}
+	if pst == nil {
+		s.base[p] = baseline{}
+		s.dirty = true
+		return ""
+	}
+	if ctime := pst.Ctim.Nano(); btime > 0 && ctime > btime {
+		return "the project's file changed after code in the workspace copied or deleted it"
+	}
+	s.record(p, proj, name, pst)
+	return ""
+}
+
+// record makes the project's current file p's baseline.
+func (s *scanner) record(p string, proj int, name string, pst *unix.Stat_t) {
+	b, err := projectBaseline(proj, name, pst)
+	if err != nil {
+		return // unreadable: no baseline, commit will say why
+	}
+	s.base[p] = b
+	s.dirty = true
+}
+
+// projectBaseline describes the project's file name in dir (pst its lstat,
+// or nil to stat it): absent, or its stat and content hash.
+func projectBaseline(dir int, name string, pst *unix.Stat_t) (baseline, error) {
+	if pst == nil {
+		var st unix.Stat_t
+		if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return baseline{}, nil
+			}
+			return baseline{}, err
+		}
+		pst = &st
+	}
+	b := baseline{Exists: true, Mode: pst.Mode, Size: pst.Size, MtimeNs: pst.Mtim.Nano(), CtimeNs: pst.Ctim.Nano(), Ino: pst.Ino}
+	switch pst.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		sum, err := hashAt(dir, name)
+		if err != nil {
+			return baseline{}, err
+		}
+		b.SHA256 = sum
+	case unix.S_IFLNK:
+		l, err := readlinkAt(dir, name)
+		if err != nil {
+			return baseline{}, err
+		}
+		b.Link = l
+	}
+	return b, nil
+}
+
+// sameStat: the file's stat is the one recorded (so its content is too).
+func (b baseline) sameStat(st *unix.Stat_t) bool {
+	return b.Exists && b.Mode == st.Mode && b.Size == st.Size && b.MtimeNs == st.Mtim.Nano() &&
+		b.CtimeNs == st.Ctim.Nano() && b.Ino == st.Ino
+}
+
+// projectMoved says how the project's file name in dir departs from the
+// baseline b ("" when it does not): the conflict test of commit.
+func projectMoved(b baseline, dir int, name string) (string, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		if b.Exists {
+			return "deleted in the project since the workspace saw it", nil
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !b.Exists:
+		return "created in the project since the workspace saw it", nil
+	case b.sameStat(&st):
+		return "", nil
+	case st.Mode&unix.S_IFMT != b.Mode&unix.S_IFMT:
+		return "replaced in the project (another file type) since the workspace saw it", nil
+	case st.Mode != b.Mode:
+		return "its mode changed in the project since the workspace saw it", nil
+	}
+	cur, err := projectBaseline(dir, name, &st)
+	if err != nil {
+		return "", err
+	}
+	if cur.SHA256 == b.SHA256 && cur.Link == b.Link {
+		return "", nil // touched, or rewritten with the same bytes
+	}
+	return "modified in the project since the workspace saw it", nil
+}
+
+// sameContent compares the upper file name in up with the project's in
+// proj, both of type typ.
+func sameContent(up, proj int, name string, typ uint32, usize, psize int64) (bool, error) {
+	if typ == unix.S_IFLNK {
+		a, err := readlinkAt(up, name)
+		if err != nil {
+			return false, err
+		}
+		b, err := readlinkAt(proj, name)
+		if err != nil {
+			return false, nil
+		}
+		return a == b, nil
+	}
+	if usize != psize {
+		return false, nil
+	}
+	a, err := openFileAt(up, name)
+	if err != nil {
+		return false, err
+	}
+	defer a.Close()
+	b, err := openFileAt(proj, name)
+	if err != nil {
+		return false, nil // unreadable project file: shown as modified
+	}
+	defer b.Close()
+	return sameReaders(a, b)
+}
+
+var cmpBufs = sync.Pool{New: func() any { b := make([]byte, 2*64<<10); return &b }}
+
+func sameReaders(a, b io.Reader) (bool, error) {
+	bp := cmpBufs.Get().(*[]byte)
+	defer cmpBufs.Put(bp)
+	ba, bb := (*bp)[:64<<10], (*bp)[64<<10:]
+	for {
+		na, ea := io.ReadFull(a, ba)
+		nb, eb := io.ReadFull(b, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		aEnd := ea == io.EOF || ea == io.ErrUnexpectedEOF
+		bEnd := eb == io.EOF || eb == io.ErrUnexpectedEOF
+		if ea != nil && !aEnd {
+			return false, ea
+		}
+		if eb != nil && !bEnd {
+			return false, nil
+		}
+		if aEnd || bEnd {
+			return aEnd == bEnd, nil
+		}
+	}
+}
+
+// openFileAt opens a regular file for reading without following a symlink
+// and without blocking on a FIFO.
+func openFileAt(dir int, name string) (*os.File, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func hashAt(dir int, name string) (string, error) {
+	f, err := openFileAt(dir, name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func readlinkAt(dir int, name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(dir, name, buf)
+		if err != nil {
+			return "", &os.PathError{Op: "readlink", Path: name, Err: err}
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		if len(buf) >= 1<<16 {
+			return "", &os.PathError{Op: "readlink", Path: name, Err: unix.ENAMETOOLONG}
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// binaryPrefix is how much of a file decides whether it is binary.
+const binaryPrefix = 8 << 10
+
+// fileIsBinary reads the head of a regular file (unreadable: binary, it
+// cannot be shown as text).
+func fileIsBinary(dir int, name string) bool {
+	f, err := openFileAt(dir, name)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	head := make([]byte, binaryPrefix)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return true
+	}
+	return isBinary(head[:n], n == binaryPrefix)
+}
+
+// readNames lists a directory given by a descriptor (which stays open).
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), ".")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+func hasXattr(dir int, name, attr string) bool {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	_, err = unix.Fgetxattr(fd, attr, nil)
+	return err == nil
+}
+
+func xattrIs(fd int, attr, want string) bool {
+	buf := make([]byte, 16)
+	n, err := unix.Fgetxattr(fd, attr, buf)
+	return err == nil && string(buf[:n]) == want
+}
+
+func orDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}
+
+// selectChanges keeps the changes at or below the given workspace-relative
+// paths (none: every change).
+func selectChanges(all []change, paths []string) ([]change, error) {
+	if len(paths) == 0 {
+		return all, nil
+	}
+	var prefixes []string
+	for _, p := range paths {
+		rel, err := relPath(p)
+		if err != nil {
+			return nil, err
+		}
+		if rel == "." {
+			return all, nil
+		}
+		prefixes = append(prefixes, rel)
+	}
+	var out []change
+	for _, c := range all {
+		for _, p := range prefixes {
+			if c.path == p || strings.HasPrefix(c.path, p+"/") {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Diff is PROTOCOL.md §3 workspace/diff: the unified diff of each change
+// (or of those at or below paths), the project's file against the
+// workspace's as the live mount shows it. See diff.go for the limits.
+func (w *Workspace) Diff(ctx context.Context, paths []string) ([]protocol.FileDiff, error) {
+	_, unlock, err := w.lockFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	all, err := w.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := selectChanges(all, paths)
+	if err != nil {
+		return nil, err
+	}
+	view, err := w.openView()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(view)
+	proj, err := w.openProject()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(proj)
+	out := make([]protocol.FileDiff, 0, len(sel))
+	total := 0
+	for _, c := range sel {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		fd := protocol.FileDiff{Path: c.path, Kind: c.kind, Binary: c.binary}
+		switch {
+		case c.binary:
+		case total >= maxDiffTotal:
+			fd.Diff = omittedDiff(c.path)
+		default:
+			var old, new diffSide
+			if c.kind != protocol.ChangeKindAdded {
+				if old, err = readSide(proj, c.path); err != nil {
+					return nil, fmt.Errorf("diff %s: read the project's file: %w", c.path, err)
+				}
+			}
+			if c.kind != protocol.ChangeKindDeleted {
+				if new, err = readSide(view, c.path); err != nil {
+					return nil, fmt.Errorf("diff %s: read the workspace's file: %w", c.path, err)
+				}
+			}
+			if old.binary() || new.binary() {
+				fd.Binary = true // it became binary since the scan
+				break
+			}
+			fd.Diff = unifiedDiff(c.path, old, new)
+		}
+		total += len(fd.Diff)
+		out = append(out, fd)
+	}
+	return out, nil
+}
+
+func (s diffSide) binary() bool {
+	if !s.exists || s.mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	head := s.text[:min(len(s.text), binaryPrefix)]
+	return isBinary(head, len(head) == binaryPrefix)
+}
+
+// readSide reads rel below root (the view or the project) for a diff,
+// following no symlink: a symlink's text is its target.
+func readSide(root int, rel string) (diffSide, error) {
+	dir, name, err := openParent(root, rel)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return diffSide{}, nil
+		}
+		return diffSide{}, err
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return diffSide{}, nil
+		}
+		return diffSide{}, err
+	}
+	s := diffSide{exists: true, mode: st.Mode, size: st.Size}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		l, err := readlinkAt(dir, name)
+		if err != nil {
+			return diffSide{}, err
+		}
+		s.text = []byte(l)
+	case unix.S_IFREG:
+		if st.Size > maxDiffInput {
+			return s, nil
+		}
+		f, err := openFileAt(dir, name)
+		if err != nil {
+			return diffSide{}, err
+		}
+		defer f.Close()
+		s.text, err = io.ReadAll(io.LimitReader(f, maxDiffInput+1))
+		if err != nil {
+			return diffSide{}, err
+		}
+		s.size = int64(len(s.text))
+	}
+	return s, nil
+}
+
+// openParent opens the directory holding rel below root (O_RDONLY), with
+// no symlink followed on the way and no way above root: the project side
+// of commit and the view side of every write use it.
+func openParent(root int, rel string) (int, string, error) {
+	dir, name := path.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	fd, err := unix.Openat2(root, dir, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return -1, "", &os.PathError{Op: "openat2", Path: dir, Err: err}
+	}
+	return fd, name, nil
+}
+
+// openProject opens the project directory, refusing a symlink put in its
+// place since the workspace was opened.
+func (w *Workspace) openProject() (int, error) {
+	fd, err := unix.Open(w.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open the project %s of workspace %s: %w", w.root, w.id, err)
+	}
+	return fd, nil
+}

@@ -1,0 +1,455 @@
+package workspace
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Discard is PROTOCOL.md §3 workspace/discard: each change (or each at or
+// below paths) is made to match the project again, through the live mount
+// (ARCHITECTURE.md constraint 1), so it works while kernels run: a path
+// the project holds a file or symlink at gets the project's content, mode
+// and mtime written back (a new file, renamed into place); one the project
+// lacks is removed, and so are the directories left empty that the project
+// does not have. The upper layer then holds a copy equal to the project's,
+// which is no change. It returns the discarded paths.
+func (w *Workspace) Discard(ctx context.Context, paths []string) ([]string, error) {
+	st, unlock, err := w.lockFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	all, err := w.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := selectChanges(all, paths)
+	if err != nil {
+		return nil, err
+	}
+	proj, err := w.openProject()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(proj)
+	sel2 := make([]string, len(sel))
+	for i, c := range sel {
+		sel2[i] = c.path
+	}
+	done, err := w.matchProject(ctx, proj, sel2, nil)
+	for _, p := range done {
+		delete(st.base, p) // the next scan records what it sees
+	}
+	if serr := w.saveBaselines(st.base); serr != nil && err == nil {
+		err = serr
+	}
+	sort.Strings(done)
+	return done, err
+}
+
+// matchProject makes each path of the view match the project: removals
+// first (deepest first, pruning directories the project lacks), then
+// writes. It returns the paths done; progress (may be nil) is called after
+// each.
+func (w *Workspace) matchProject(ctx context.Context, proj int, paths []string, progress func()) ([]string, error) {
+	type job struct {
+		p   string
+		src *projectFile
+	}
+	var removes, writes []job
+	for _, p := range paths {
+		src, err := openProjectFile(proj, p)
+		if err != nil {
+			return nil, fmt.Errorf("discard %s: read the project's file: %w", p, err)
+		}
+		if src == nil {
+			removes = append(removes, job{p: p})
+		} else {
+			src.close()
+			writes = append(writes, job{p: p})
+		}
+	}
+	sort.Slice(removes, func(i, j int) bool { return removes[i].p > removes[j].p })
+	var done []string
+	for _, j := range removes {
+		if err := ctx.Err(); err != nil {
+			return done, err
+		}
+		if err := w.viewRemove(j.p, func(dir string) bool { return projectHasDir(proj, dir) }); err != nil {
+			return done, err
+		}
+		done = append(done, j.p)
+		if progress != nil {
+			progress()
+		}
+	}
+	for _, j := range writes {
+		if err := ctx.Err(); err != nil {
+			return done, err
+		}
+		src, err := openProjectFile(proj, j.p)
+		if err != nil {
+			return done, fmt.Errorf("discard %s: read the project's file: %w", j.p, err)
+		}
+		if src == nil { // gone since
+			err = w.viewRemove(j.p, func(dir string) bool { return projectHasDir(proj, dir) })
+		} else {
+			err = w.viewPut(j.p, src.put(), func(dir string) uint32 { return projectDirPerm(proj, dir) })
+			src.close()
+		}
+		if err != nil {
+			return done, err
+		}
+		done = append(done, j.p)
+		if progress != nil {
+			progress()
+		}
+	}
+	return done, nil
+}
+
+// projectFile is a project file or symlink opened for copying.
+type projectFile struct {
+	st   unix.Stat_t
+	f    *os.File // regular file
+	link string   // symlink
+}
+
+// openProjectFile opens the project's regular file or symlink at rel, or
+// returns nil when the project holds neither there (nothing, a directory,
+// a special file, or a path through a symlink).
+func openProjectFile(proj int, rel string) (*projectFile, error) {
+	dir, name, err := openParent(proj, rel)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer unix.Close(dir)
+	pf := &projectFile{}
+	if err := unix.Fstatat(dir, name, &pf.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	switch pf.st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		f, err := openFileAt(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Fstat(int(f.Fd()), &pf.st); err != nil || pf.st.Mode&unix.S_IFMT != unix.S_IFREG {
+			f.Close()
+			return nil, fmt.Errorf("%s changed while opened", rel)
+		}
+		pf.f = f
+	case unix.S_IFLNK:
+		l, err := readlinkAt(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		pf.link = l
+	default:
+		return nil, nil
+	}
+	return pf, nil
+}
+
+func (pf *projectFile) close() {
+	if pf.f != nil {
+		pf.f.Close()
+	}
+}
+
+// put is what viewPut writes for this file: its content, mode and times.
+func (pf *projectFile) put() filePut {
+	p := filePut{perm: pf.st.Mode & 0o7777, mtime: pf.st.Mtim, atime: pf.st.Atim}
+	if pf.f != nil {
+		p.content = pf.f
+	} else {
+		p.symlink, p.isLink = pf.link, true
+	}
+	return p
+}
+
+// filePut is a file to write in place of another.
+type filePut struct {
+	content      io.Reader // regular file
+	symlink      string
+	isLink       bool
+	perm         uint32
+	atime, mtime unix.Timespec
+	uid, gid     int  // with chown
+	chown        bool // set the owner (a root daemon's project files)
+	sync         bool // fsync the file before the rename
+}
+
+func (p *filePut) hasTimes() bool { return p.mtime.Sec != 0 || p.mtime.Nsec != 0 }
+
+// projectHasDir: the project holds a real directory at rel.
+func projectHasDir(proj int, rel string) bool {
+	fd, err := unix.Openat2(proj, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// projectDirPerm is the permission bits of the project's directory rel,
+// 0755 when it has none.
+func projectDirPerm(proj int, rel string) uint32 {
+	fd, err := unix.Openat2(proj, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return 0o755
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return 0o755
+	}
+	return st.Mode & 0o7777
+}
+
+// viewPut writes p at rel in the view (as the sandbox's root, creating the
+// missing parents with dirPerm's modes), through a temporary file renamed
+// into place, so code in the sandbox sees the old file or the new one.
+func (w *Workspace) viewPut(rel string, p filePut, dirPerm func(dir string) uint32) error {
+	err := w.inView(func(root int) error {
+		dir, name, err := mkdirAllBeneath(root, rel, dirPerm, nil, true)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dir)
+		var st unix.Stat_t
+		if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			// A directory the code made where the file goes: only an
+			// empty one is removed.
+			if err := unix.Unlinkat(dir, name, unix.AT_REMOVEDIR); err != nil {
+				return &os.PathError{Op: "rmdir", Path: rel, Err: err}
+			}
+		}
+		return putAt(dir, name, p)
+	})
+	if err != nil {
+		return fmt.Errorf("write %s in workspace %s: %w", rel, w.id, err)
+	}
+	return nil
+}
+
+// viewRemove removes the file or symlink at rel from the view (nothing
+// there is fine), then the parents left empty that keep reports false for.
+func (w *Workspace) viewRemove(rel string, keep func(dir string) bool) error {
+	err := w.inView(func(root int) error {
+		dir, name, err := openParent(root, rel)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				return nil
+			}
+			return err
+		}
+		var st unix.Stat_t
+		err = unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			err = unix.Unlinkat(dir, name, 0)
+		}
+		unix.Close(dir)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "unlink", Path: rel, Err: err}
+		}
+		for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+			if keep(d) {
+				break
+			}
+			pd, pn, err := openParent(root, d)
+			if err != nil {
+				break
+			}
+			err = unix.Unlinkat(pd, pn, unix.AT_REMOVEDIR)
+			unix.Close(pd)
+			if err != nil {
+				break // not empty, or not a directory: it stays
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove %s from workspace %s: %w", rel, w.id, err)
+	}
+	return nil
+}
+
+// mkdirAllBeneath opens the parent directory of rel below root, creating
+// the missing directories (modes from perm; owned by owner's answer when
+// owner is not nil) without following a symlink on the way; replace
+// removes a file or symlink found where a directory goes.
+func mkdirAllBeneath(root int, rel string, perm func(dir string) uint32, owner func(parent int) (int, int, bool), replace bool) (int, string, error) {
+	dir, name := path.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	fd, err := unix.Openat(root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	if dir == "" {
+		return fd, name, nil
+	}
+	sofar := ""
+	for _, comp := range strings.Split(dir, "/") {
+		sofar = path.Join(sofar, comp)
+		how := &unix.OpenHow{
+			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		}
+		next, err := unix.Openat2(fd, comp, how)
+		if replace && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+			// A file or symlink where a directory goes: removed (in the
+			// view only; never in the project).
+			if uerr := unix.Unlinkat(fd, comp, 0); uerr == nil {
+				err = unix.ENOENT
+			}
+		}
+		if errors.Is(err, unix.ENOENT) {
+			mode := perm(sofar) &^ (unix.S_ISUID | unix.S_ISGID)
+			if err := unix.Mkdirat(fd, comp, mode); err != nil && !errors.Is(err, unix.EEXIST) {
+				unix.Close(fd)
+				return -1, "", &os.PathError{Op: "mkdir", Path: sofar, Err: err}
+			}
+			next, err = unix.Openat2(fd, comp, how)
+			if err == nil {
+				if owner != nil {
+					if uid, gid, ok := owner(fd); ok {
+						_ = unix.Fchown(next, uid, gid)
+					}
+				}
+				_ = unix.Fchmod(next, mode) // not cut by the umask
+			}
+		}
+		unix.Close(fd)
+		if err != nil {
+			return -1, "", &os.PathError{Op: "openat2", Path: sofar, Err: err}
+		}
+		fd = next
+	}
+	return fd, name, nil
+}
+
+// putAt writes p as name in dir through a temporary file renamed over it.
+func putAt(dir int, name string, p filePut) error {
+	return putAtTemp(dir, name, tempName(name), p)
+}
+
+// tempName is a fresh temporary name next to name.
+func tempName(name string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return tempPrefix(name) + hex.EncodeToString(b)
+}
+
+// tempPrefix starts every temporary file cellbox makes for name; short
+// enough for any name.
+func tempPrefix(name string) string {
+	if len(name) > 120 {
+		name = name[:120]
+	}
+	return "." + name + ".cellbox-tmp-"
+}
+
+func putAtTemp(dir int, name, tmp string, p filePut) error {
+	f, err := createTemp(dir, name, tmp, p)
+	if err != nil {
+		return err
+	}
+	if f != nil {
+		if p.sync {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = unix.Unlinkat(dir, tmp, 0)
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return renameTemp(dir, name, tmp)
+}
+
+// createTemp makes tmp in dir holding p (content or symlink, owner,
+// permission bits, times). A regular file is returned open, for the
+// caller to fsync and close; a symlink gives nil.
+func createTemp(dir int, name, tmp string, p filePut) (_ *os.File, err error) {
+	_ = unix.Unlinkat(dir, tmp, 0) // a leftover of a killed daemon
+	defer func() {
+		if err != nil {
+			_ = unix.Unlinkat(dir, tmp, 0)
+		}
+	}()
+	if p.isLink {
+		if err := unix.Symlinkat(p.symlink, dir, tmp); err != nil {
+			return nil, &os.PathError{Op: "symlink", Path: name, Err: err}
+		}
+		if p.chown {
+			_ = unix.Fchownat(dir, tmp, p.uid, p.gid, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if p.hasTimes() {
+			_ = unix.UtimesNanoAt(dir, tmp, []unix.Timespec{p.atime, p.mtime}, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		return nil, nil
+	}
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "create", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	err = func() error {
+		if p.content != nil {
+			if _, err := io.Copy(f, p.content); err != nil {
+				return err
+			}
+		}
+		if p.chown {
+			if err := f.Chown(p.uid, p.gid); err != nil {
+				return err
+			}
+		}
+		if err := unix.Fchmod(fd, p.perm); err != nil {
+			return err
+		}
+		if p.hasTimes() {
+			return unix.UtimesNanoAt(dir, tmp, []unix.Timespec{p.atime, p.mtime}, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		return nil
+	}()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// renameTemp puts tmp in name's place.
+func renameTemp(dir int, name, tmp string) error {
+	if err := unix.Renameat(dir, tmp, dir, name); err != nil {
+		_ = unix.Unlinkat(dir, tmp, 0)
+		return &os.PathError{Op: "rename", Path: name, Err: err}
+	}
+	return nil
+}
