@@ -30,6 +30,9 @@ bench:
 	bash bench/rpc.sh
 	bash bench/sandbox.sh
 	bash bench/pty.sh
+	bash bench/workspace.sh
+	bash bench/watch.sh
+	bash bench/kernel.sh
 
 generate:
 	$(GO) generate ./...
