@@ -4,9 +4,10 @@
 # JSON lines on fd 4, fds 1 and 2 are the user code's stdout and stderr, fd 0 is /dev/null.
 #
 # Threads: the main thread runs user code, so that SIGINT (delivered to the main thread) raises
-# KeyboardInterrupt in it; a reader thread parses requests and hands executions to the main thread;
-# a worker thread answers complete/inspect/isComplete/variables, also while code runs; a flusher
-# thread pushes buffered output every 50 ms while code runs. Helper threads block SIGINT.
+# KeyboardInterrupt in it. One more thread reads requests: it hands executions to the main thread,
+# answers complete/inspect/isComplete/variables itself (also while code runs), and pushes
+# buffered output every 50 ms while code runs. It blocks SIGINT. (One thread, not three: glibc
+# reserves 64 MiB of address space per thread that allocates, and memoryBytes is RLIMIT_AS.)
 #
 # Idle memory matters: only cheap modules are imported here (_ast, not ast); traceback, inspect,
 # pprint, asyncio, jedi... are imported when first needed, and linecache and getpass are patched
@@ -14,12 +15,15 @@
 import _ast
 import binascii
 import builtins
+import fcntl
 import io
 import json
 import os
 import resource
+import select
 import signal
 import sys
+import termios
 import threading
 import time
 from _queue import SimpleQueue
@@ -36,7 +40,6 @@ SIGINT_ONLY = (signal.SIGINT,)
 
 def high_cloexec(fd):
     """A close-on-exec copy of fd at a high number (lower if RLIMIT_NOFILE is small)."""
-    import fcntl
     for low in (200, 64, 10):
         try:
             return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
@@ -97,7 +100,7 @@ def flush_std():
     for stream in (STDOUT, STDERR):
         try:
             stream.flush()
-        except (OSError, ValueError):  # closed by the user, or the manager is gone
+        except Exception:  # closed by the user, the manager gone...: never fatal
             pass
 
 
@@ -144,23 +147,34 @@ sys.argv = [""]
 
 BUSY = False       # user code runs on the main thread: SIGINT raises KeyboardInterrupt
 RECEIVED = FINISHED = 0  # executions received (reader thread) and ended (main thread)
-PENDING_INTERRUPT = False  # SIGINT came for an execution received but not started yet
-BUSY_EVENT = threading.Event()  # wakes the flusher
+PENDING_INTERRUPT = False  # SIGINT came for the execution in progress, outside user code
+READ_LOCK = threading.Lock()
+READ_BYTES = 0     # bytes of requests read so far
+INTERRUPT_BEFORE = 0  # an execute request starting before this offset came before a SIGINT
 EXEC_ID = None     # the execution whose events we emit (displays from threads use the last one)
 EXEC_QUEUE = SimpleQueue()
-QUERY_QUEUE = SimpleQueue()
 compile_flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 CELL_LINES = {}    # linecache entries of the code run, also before linecache is imported
 silent_runs = 0
 loop = None        # asyncio loop for top-level await, made on first use
 
 
+def unread(fd):
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+
+
 def on_sigint(signum, frame):
-    global PENDING_INTERRUPT
+    global PENDING_INTERRUPT, INTERRUPT_BEFORE
     if BUSY:
         raise KeyboardInterrupt
-    # Not in user code: idle (ignore it, no stray KeyboardInterrupt later), or an execution
-    # is received but not started yet, or is ending: the interrupt is for it.
+    # Not in user code. Idle: ignore it (no stray KeyboardInterrupt later). But the manager may
+    # have sent an execute just before: one still in the request pipe, or received and not
+    # started yet, or ending. The interrupt is for that one.
+    with READ_LOCK:
+        try:
+            INTERRUPT_BEFORE = READ_BYTES + unread(REQ_FD)
+        except OSError:
+            pass
     if RECEIVED > FINISHED:
         PENDING_INTERRUPT = True
 
@@ -375,7 +389,7 @@ def plain(obj):
 
 
 def figure_png(fig):
-    """A matplotlib figure as base64 png (None when it has nothing drawn), like the inline backend."""
+    """A matplotlib figure as base64 png (None if nothing is drawn), as the inline backend does."""
     if not fig.axes and not fig.lines and not fig.images and not fig.texts and not fig.patches:
         return None
     buf = io.BytesIO()
@@ -394,7 +408,8 @@ def bundle(obj, include=None, exclude=None):
     """(data, metadata) for obj: _repr_mimebundle_, then each _repr_*_, text/plain always."""
     data, meta = {}, {}
     # Skip classes (their _repr_*_ are unbound) and objects claiming every attribute (mocks).
-    if not isinstance(obj, type) and repr_method(obj, "_ipython_canary_method_should_not_exist_") is None:
+    canary = repr_method(obj, "_ipython_canary_method_should_not_exist_")
+    if not isinstance(obj, type) and canary is None:
         if is_figure(obj):
             try:
                 png = figure_png(obj)
@@ -722,12 +737,8 @@ def guarded(fn, *args):
     return None
 
 
-TracebackType = None
-
-
 def user_tb(tb, cells=None):
     """The traceback without the driver's frames (and, given cells, without what precedes them)."""
-    global TracebackType
     head = tb
     while cells and head is not None and head.tb_frame.f_code not in cells:
         head = head.tb_next
@@ -739,9 +750,8 @@ def user_tb(tb, cells=None):
             keep.append(tb)
         tb = tb.tb_next
     out = None
-    for t in reversed(keep):
-        TracebackType = type(t)
-        out = TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    for t in reversed(keep):  # a new chain: types.TracebackType(tb_next, frame, lasti, lineno)
+        out = type(t)(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
     return out
 
 
@@ -769,11 +779,12 @@ def cpu_seconds():
 def execute(req):
     global EXEC_ID, CELL_CODES, FINISHED, PENDING_INTERRUPT
     EXEC_ID = req.get("id")
+    if req.get("_sigint"):  # a SIGINT came after the request was sent
+        PENDING_INTERRUPT = True
     StdinState.fed = str(req.get("stdin") or "")
     StdinState.allow = bool(req.get("allowStdin"))
     CELL_CODES = ()
     cpu = cpu_seconds()
-    BUSY_EVENT.set()
     err = guarded(run_cell, req, bool(req.get("silent")))
     if IN_FORK:  # a child forked by the cell came back here: it has no business in the driver
         flush_std()
@@ -792,7 +803,6 @@ def execute(req):
         STDERR.write("".join(traceback.format_exception(type(fig_err), fig_err,
                                                         user_tb(fig_err.__traceback__))))
     del fig_err
-    BUSY_EVENT.clear()
     tidy()
     done = {"ev": "done", "id": EXEC_ID, "status": "ok",
             "cpuMs": round((cpu_seconds() - cpu) * 1000, 3),
@@ -828,7 +838,6 @@ def main_loop():
             execute(req)
         except BaseException as e:  # a bug in the driver or an ill-timed interrupt: keep going
             BUSY = False
-            BUSY_EVENT.clear()
             if req is not None:
                 FINISHED, PENDING_INTERRUPT = RECEIVED, False
                 try:
@@ -931,7 +940,9 @@ def name_at(code, pos):
             depth += 1
         elif ch in "([{":
             if depth == 0:
-                return re.search(r"[\w.]*$", code[:i].rstrip()).group().strip(".") if ch == "(" else ""
+                if ch != "(":
+                    return ""
+                return re.search(r"[\w.]*$", code[:i].rstrip()).group().strip(".")
             depth -= 1
     return ""
 
@@ -995,6 +1006,8 @@ def is_complete(req):
 
 
 def variables(req):
+    """The user's names. While code runs, only values of built-in types are repr'd (a user
+    __repr__ must not run on this thread meanwhile); the others say their type."""
     import reprlib
     summary = reprlib.Repr()
     summary.maxstring = summary.maxother = 80
@@ -1004,16 +1017,17 @@ def variables(req):
         if name.startswith("_") or isinstance(value, Module):
             continue
         entry = {"name": name, "type": type(value).__qualname__}
+        plain_value = type(value) in SAFE_REPR
         try:
-            entry["summary"] = summary.repr(value)[:120]
-        except Exception:
-            entry["summary"] = object.__repr__(value)
-        if isinstance(value, (str, bytes, bytearray, *CONTAINERS)) or (
-                hasattr(type(value), "__len__") and hasattr(value, "shape")):
-            try:
+            if plain_value or not BUSY:
+                entry["summary"] = summary.repr(value)[:120]
+            else:
+                entry["summary"] = f"<{type(value).__qualname__}>"
+            if plain_value and isinstance(value, (str, bytes, *CONTAINERS)) or (
+                    not BUSY and hasattr(type(value), "__len__") and hasattr(value, "shape")):
                 entry["size"] = len(value)
-            except Exception:
-                pass
+        except Exception:
+            entry.setdefault("summary", object.__repr__(value))
         out.append(entry)
     return {"variables": out}
 
@@ -1022,21 +1036,18 @@ QUERIES = {"complete": complete, "inspect": inspect_request, "isComplete": is_co
            "variables": variables}
 
 
-def worker_loop():
-    block_sigint()
-    while True:
-        req = QUERY_QUEUE.get()
-        try:
-            event = {"ev": "reply", "id": req.get("id"), "result": QUERIES[req["op"]](req)}
-        except BaseException as e:
-            event = {"ev": "reply", "id": req.get("id"), "error": f"{type(e).__name__}: {e}"}
-        try:
-            emit(event, flush=False)
-        except Exception:  # e.g. an unserialisable value: still answer
-            emit({"ev": "reply", "id": req.get("id"), "error": "internal error"}, flush=False)
+def answer(req):
+    try:
+        event = {"ev": "reply", "id": req.get("id"), "result": QUERIES[req["op"]](req)}
+    except BaseException as e:
+        event = {"ev": "reply", "id": req.get("id"), "error": f"{type(e).__name__}: {e}"}
+    try:
+        emit(event, flush=False)
+    except Exception:  # e.g. an unserialisable value: still answer
+        emit({"ev": "reply", "id": req.get("id"), "error": "internal error"}, flush=False)
 
 
-def handle(line):
+def handle(line, offset):
     global RECEIVED
     try:
         req = json.loads(line)
@@ -1044,25 +1055,42 @@ def handle(line):
     except (ValueError, AttributeError):
         return  # not a request: nothing to answer
     if op == "execute":
-        RECEIVED += 1
+        RECEIVED += 1  # before reading INTERRUPT_BEFORE: see on_sigint
+        if offset < INTERRUPT_BEFORE:
+            req["_sigint"] = True
         EXEC_QUEUE.put(req)
     elif op == "input":
         if req.get("id") == EXEC_ID:
             StdinState.replies.put(req)
     elif op in QUERIES:
-        QUERY_QUEUE.put(req)
+        answer(req)
     elif "id" in req:
         emit({"ev": "reply", "id": req.get("id"), "error": f"unknown op {op!r}"}, flush=False)
 
 
 def reader_loop():
+    global READ_BYTES
     block_sigint()
     buf = bytearray()
+    offset = 0  # of buf[0] in the request stream
+    flushed = time.monotonic()
     while True:
+        # While an execution is in flight (or user threads may print), wake up to flush.
+        printing = RECEIVED > FINISHED or threading.active_count() > 2
         try:
-            chunk = os.read(REQ_FD, 1 << 16)
+            ready = select.select([REQ_FD], [], [], 0.05 if printing else None)[0]
+            chunk = None
+            if ready:
+                with READ_LOCK:  # on_sigint sees READ_BYTES and the pipe consistently
+                    chunk = os.read(REQ_FD, unread(REQ_FD) or 1 << 16)  # data is there, or EOF
+                    READ_BYTES += len(chunk)
         except OSError:
             chunk = b""
+        if printing and time.monotonic() - flushed >= 0.05:
+            flush_std()
+            flushed = time.monotonic()
+        if chunk is None:
+            continue
         if not chunk:  # the manager closed the request pipe: exit 0
             flush_std()
             os._exit(0)
@@ -1074,23 +1102,11 @@ def reader_loop():
         for line in lines:
             if line.strip():
                 try:
-                    handle(line)
+                    handle(line, offset)
                 except Exception:
                     pass
+            offset += len(line) + 1
 
 
-def flusher_loop():
-    """Push buffered output every 50 ms while code runs (or user threads may be printing)."""
-    block_sigint()
-    while True:
-        if threading.active_count() <= BASE_THREADS:
-            BUSY_EVENT.wait()
-        time.sleep(0.05)
-        flush_std()
-
-
-BASE_THREADS = threading.active_count() + 3
-for target in (reader_loop, worker_loop, flusher_loop):
-    threading.Thread(target=target, name="cellbox-" + target.__name__, daemon=True).start()
-
+threading.Thread(target=reader_loop, name="cellbox-reader", daemon=True).start()
 main_loop()

@@ -8,13 +8,16 @@
 # Everything of the driver is named __cb_*, locals included: a local shadows
 # the user's variable of the same name, and `compgen -v` would list it.
 #
-# Interrupt: SIGINT runs __cb_onint, which turns on extdebug and a DEBUG trap
-# that refuses every further command of the cell (returning 2 unwinds the
-# running functions and the sourced cell) until the driver's __cb_end runs.
+# Interrupt: the INT trap (and, under `set -e`, the ERR trap) turns on
+# extdebug and a DEBUG trap that refuses every further command of the cell:
+# returning 2 unwinds the running functions and the sourced cell, until the
+# driver's __cb_end runs. A fatal error (an unset ${x:?}) ends a
+# non-interactive bash: the EXIT trap then starts the driver again in the
+# same process with the user's state (__cb_exit).
 
 if [[ -n ${__CB_STATE-} ]]; then
 	# A fatal error restarted the driver (see __cb_exit).
-	__cb_tmp=$__CB_STATE __cb_lost=$__CB_ID __cb_lostcell=$__CB_CELL
+	__cb_tmp=$__CB_STATE __cb_lost=$__CB_ID __cb_lostcell=${__CB_CELL:-bash}
 	unset __CB_STATE __CB_ID __CB_CELL
 else
 	# Its files go to a tmpfs if it can: rewriting a file on ext4 can cost
@@ -39,7 +42,7 @@ for __cb_n in {1..31}; do
 done
 
 __cb_rqfd=10 __cb_evfd=11 # where the main loop's `3<&- 4>&-` puts fds 3 and 4
-__cb_busy= __cb_opts=hB __cb_ropts= __cb_id= __cb_file= __cb_skipon= __cb_intr=
+__cb_busy= __cb_opts=hB __cb_ropts= __cb_id= __cb_file= __cb_skipon= __cb_intr= __cb_erec= __cb_esrc=
 shopt -s expand_aliases # aliases defined in a cell work in its later lines and cells
 
 # __cb_q STR: __cb_j = STR as a JSON string. Bytes that are not UTF-8 pass
@@ -151,7 +154,7 @@ __cb_request() {
 # __cb_begin: set up the cell that __cb_next read; the main loop then runs
 # `. "$__cb_file"` with its stdin from "$__cb_tmp/stdin".
 __cb_begin() {
-	__cb_busy=1 __cb_intr= __cb_err= __cb_errexit= __cb_ran= __cb_myread=
+	__cb_busy=1 __cb_intr= __cb_erec= __cb_esrc= __cb_erec1= __cb_esrc1= __cb_errexit= __cb_ran= __cb_myread=
 	trap '__cb_onint "$LINENO"; [[ -z $__cb_skipon ]] || trap __cb_skipping DEBUG' INT
 	# The cell is a file so that `.` runs it at top level, and so that a DEBUG
 	# trap returning 2 can leave it. Leading newlines make $LINENO and bash's
@@ -176,13 +179,13 @@ __cb_begin() {
 		__cb_bytes "$__cb_stdin"
 	fi
 	__cb_cpu __cb_cpu0
-	# The user's shell options come back last. With errexit, errtrace too:
-	# the ERR trap (which functions inherit only then) makes errexit end the
-	# cell instead of the shell.
+	# The user's shell options come back last, with errtrace: the ERR trap,
+	# which functions inherit only then, makes errexit (`set -e`, perhaps in
+	# this very cell) end the cell instead of the shell.
 	__cb_ran=1 __cb_addE=
 	local __cb_o=${__cb_opts//[!aCeEfkTuvx]/}
-	[[ $__cb_o != *e* || $__cb_o == *E* ]] || __cb_o+=E __cb_addE=1
-	[[ -z $__cb_o ]] || set "-$__cb_o"
+	[[ $__cb_o == *E* ]] || __cb_o+=E __cb_addE=1
+	set "-$__cb_o"
 }
 
 # __cb_end STATUS: the cell is over: back to the driver's state; send the
@@ -196,14 +199,18 @@ __cb_end() {
 	[[ -z $__cb_ran ]] || __cb_opts=${__cb_ropts:-$-}
 	set +aCeEfkTuvx
 	__cb_ropts=
-	local __cb_st=$1 __cb_status=ok __cb_ename __cb_evalue __cb_tb=() __cb_ms __cb_ev __cb_e
+	local __cb_st=$1 __cb_status=ok __cb_ename __cb_evalue __cb_tb=() __cb_ms __cb_ev __cb_x
 	[[ -z $__cb_addE ]] || __cb_opts=${__cb_opts//E/}
 	if [[ -n $__cb_errexit ]]; then
 		# errexit ended the cell: the ERR trap turned it off for that; on again
 		# for the next cell.
 		__cb_opts+=e
-		__cb_st=${__cb_err%%:*}
+		__cb_erec=$__cb_errexit __cb_esrc=$__cb_errsrc
+		__cb_st=${__cb_erec%%:*}
 	fi
+	# The ERR trap's last record ("status:line:command" and the file), unless
+	# it is the failing `.` of the main loop: then the one before.
+	[[ -n $__cb_esrc ]] || __cb_erec=$__cb_erec1 __cb_esrc=$__cb_esrc1
 	__cb_cpu __cb_ms
 	[[ -z $__cb_myread ]] || unset -f read
 	[[ -z $__cb_file ]] || : >|"$__cb_file" # functions keep their text
@@ -212,10 +219,13 @@ __cb_end() {
 		__cb_tb=("$__cb_intr")
 	elif ((__cb_st != 0)); then
 		__cb_status=error __cb_ename=ExitStatus __cb_evalue=$__cb_st
-		# The ERR trap saw the last failing command: named if its status is
-		# the cell's.
-		if [[ -n $__cb_err && ${__cb_err%%:*} == "$__cb_st" ]]; then
-			__cb_tb=("${__cb_err#*:}: exit status $__cb_st")
+		# The last failing command is named if its status is the cell's.
+		if [[ $__cb_esrc == "$__cb_tmp/src/"* && ${__cb_erec%%:*} == "$__cb_st" ]]; then
+			__cb_erec=${__cb_erec#*:}
+			__cb_place "$__cb_esrc" "${__cb_erec%%:*}"
+			__cb_tb=("$__cb_j: ${__cb_erec#*:}: exit status $__cb_st")
+		elif [[ -n $__cb_lostcell ]]; then
+			__cb_tb=("$__cb_lostcell: fatal shell error, shell restarted: exit status $__cb_st")
 		else
 			__cb_tb=("exit status $__cb_st")
 		fi
@@ -224,14 +234,14 @@ __cb_end() {
 	__cb_ev="{\"ev\":\"done\",\"id\":$__cb_j,\"status\":\"$__cb_status\""
 	if [[ $__cb_status != ok ]]; then
 		__cb_q "$__cb_ename"
-		__cb_e="{\"ename\":$__cb_j"
+		__cb_x="{\"ename\":$__cb_j"
 		__cb_q "$__cb_evalue"
-		__cb_e+=",\"evalue\":$__cb_j"
+		__cb_x+=",\"evalue\":$__cb_j"
 		__cb_qa "${__cb_tb[@]}"
-		__cb_e+=",\"traceback\":$__cb_j}"
+		__cb_x+=",\"traceback\":$__cb_j}"
 		__cb_q "$__cb_id"
-		__cb_send "{\"ev\":\"error\",\"id\":$__cb_j,${__cb_e:1}"
-		__cb_ev+=",\"error\":$__cb_e"
+		__cb_send "{\"ev\":\"error\",\"id\":$__cb_j,${__cb_x:1}"
+		__cb_ev+=",\"error\":$__cb_x"
 	fi
 	[[ -z $__cb_cpu0 || -z $__cb_ms ]] || __cb_ev+=",\"cpuMs\":$((__cb_ms - __cb_cpu0))"
 	__cb_send "$__cb_ev}"
@@ -289,18 +299,12 @@ __cb_onint() {
 	__cb_skip
 }
 
-# The ERR trap: remember the failing command of a cell for the error event;
-# under errexit, end the cell instead of the shell.
+# Under errexit, the ERR trap calls this: end the cell instead of the shell.
 __cb_onerr() {
 	[[ -n $__cb_busy && -z $__cb_skipon && $BASHPID == "$$" ]] || return 0
-	__cb_where "$2"
-	[[ -z $__cb_j ]] || __cb_err="$1:$__cb_j: $BASH_COMMAND"
-	if [[ $- == *e* ]]; then
-		set +e
-		__cb_errexit=1
-		[[ -n $__cb_err ]] || __cb_err=$1:
-		__cb_skip
-	fi
+	set +e
+	__cb_errexit=$__cb_erec __cb_errsrc=$__cb_esrc
+	__cb_skip
 }
 
 # __cb_skip: skip the rest of the cell: the trap string that called this
@@ -378,12 +382,12 @@ __cb_read() {
 # answering other requests meanwhile. Fails when the answer is end of file;
 # else the value is in __cb_value.
 __cb_ask() {
-	local __cb_pw=false __cb_e
+	local __cb_pw=false __cb_x
 	[[ -z $2 ]] || __cb_pw=true
 	__cb_q "$__cb_id"
-	__cb_e="{\"ev\":\"input\",\"id\":$__cb_j"
+	__cb_x="{\"ev\":\"input\",\"id\":$__cb_j"
 	__cb_q "$1"
-	__cb_send "$__cb_e,\"prompt\":$__cb_j,\"password\":$__cb_pw}"
+	__cb_send "$__cb_x,\"prompt\":$__cb_j,\"password\":$__cb_pw}"
 	while :; do
 		__cb_recv __cb_op __cb_rid || return 1 # interrupted
 		if [[ $__cb_op == input ]]; then
@@ -442,8 +446,8 @@ __cb_complete() {
 }
 
 # inspect ID CODE CURSOR LEVEL: `type -a` of the word at the cursor, with
-# `help` of builtins and keywords (the synopsis at level 0); `declare -p` of
-# a $name.
+# `help` of builtins and keywords (at level 0 only their synopsis and one-line
+# description); `declare -p` of a $name.
 __cb_inspect() {
 	local LC_ALL
 	{ LC_ALL=C.UTF-8; } 2>/dev/null
@@ -462,8 +466,14 @@ __cb_inspect() {
 			__cb_text=("${__cb_l[@]}")
 			__cb_lines type -t "$__cb_w"
 			if [[ ${__cb_l[0]} == builtin || ${__cb_l[0]} == keyword ]]; then
-				if (($4 > 0)); then __cb_lines help "$__cb_w"; else __cb_lines help -s "$__cb_w"; fi
-				__cb_l=("${__cb_text[@]}" "" "${__cb_l[@]}")
+				if (($4 > 0)); then
+					__cb_lines help "$__cb_w"
+				else
+					__cb_lines help -s "$__cb_w"
+					__cb_text+=("" "${__cb_l[@]}")
+					__cb_lines help -d "$__cb_w"
+				fi
+				__cb_l=("${__cb_text[@]}" "${__cb_l[@]}")
 			else
 				__cb_l=("${__cb_text[@]}")
 			fi
@@ -519,7 +529,7 @@ __cb_variables() {
 			__cb_s="(${__cb_r[*]:0:20})"
 			;;
 		*)
-			__cb_t=string __cb_z=${#__cb_r} __cb_s=$__cb_r
+			__cb_t=string __cb_z=${#__cb_r} __cb_s=${__cb_r:0:101}
 			[[ $__cb_a != *i* ]] || __cb_t=integer
 			[[ $__cb_a != *x* ]] || __cb_t=exported
 			;;
@@ -534,7 +544,10 @@ __cb_variables() {
 	__cb_reply "$1" "{\"variables\":[${__cb_out#,}]}"
 }
 
-trap '__cb_onerr "$?" "$LINENO"; [[ -z $__cb_skipon ]] || trap __cb_skipping DEBUG' ERR
+# The ERR trap keeps the last failing command (a cheap trap: it runs for
+# every command that fails outside a condition).
+trap '__cb_erec1=$__cb_erec __cb_esrc1=$__cb_esrc __cb_erec=$?:$LINENO:$BASH_COMMAND __cb_esrc=${BASH_SOURCE[0]-}
+[[ $- != *e* ]] || { __cb_onerr; [[ -z $__cb_skipon ]] || trap __cb_skipping DEBUG; }' ERR
 trap '' INT # idle: SIGINT does nothing
 # The EXIT trap. A fatal error (an unset ${x:?}, a `set -u` error) ends a
 # non-interactive shell even during a cell: then the driver starts again in
@@ -586,8 +599,9 @@ if [[ -z ${__cb_lost-} ]]; then
 else
 	# Back after a fatal error: the user's state, then the end of the cell.
 	. "$__cb_tmp/state" 2>/dev/null
-	__cb_id=$__cb_lost __cb_busy=1 __cb_err="127:$__cb_lostcell: fatal shell error, shell restarted"
+	__cb_id=$__cb_lost __cb_busy=1
 	__cb_end 127 11>&4
+	__cb_lostcell=
 fi
 __cb_main='while :; do
 	while __cb_next; do
