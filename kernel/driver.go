@@ -170,6 +170,9 @@ type pipe struct {
 	name  protocol.StreamName
 	carry []byte // an incomplete UTF-8 sequence left from the last read
 	read  int64  // bytes read so far
+	// skew is how many bytes read were not counted by the driver (written
+	// to the fd directly, by C code or a child), as of the last done.
+	skew int64
 }
 
 // startDriver runs the kernel's driver in its workspace and waits until it
@@ -450,22 +453,27 @@ func eventWaiting(fd int, open bool) bool {
 
 // drain sends what fds 1 and 2 hold before an event. When the event says
 // how many bytes the driver had written to a stream (ev.StdoutBytes), it
-// reads up to there and no further; otherwise it reads all the pipe holds
-// now. The caller holds outMu.
+// reads up to there (plus the bytes the driver did not count, as of the
+// last done) and no further; otherwise, and for done, it reads all the pipe
+// holds now. The caller holds outMu.
 func (d *driver) drain(ev *event) {
 	buf := d.k.drainBuf
-	for _, s := range []struct {
-		p    *pipe
-		upTo *int64
+	for _, ps := range []struct {
+		p     *pipe
+		count *int64
 	}{{d.out, ev.StdoutBytes}, {d.err, ev.StderrBytes}} {
-		p := s.p
-		if s.upTo != nil && *s.upTo <= p.read {
-			continue
+		p := ps.p
+		var upTo int64 = -1 // all
+		if ps.count != nil && ev.Ev != "done" {
+			upTo = *ps.count + p.skew
+			if upTo <= p.read {
+				continue
+			}
 		}
 		for {
 			b := buf
-			if s.upTo != nil {
-				b = buf[:min(int64(len(buf)), *s.upTo-p.read)]
+			if upTo >= 0 {
+				b = buf[:min(int64(len(buf)), upTo-p.read)]
 			}
 			n, err := unix.Read(p.fd, b)
 			if n > 0 {
@@ -473,9 +481,12 @@ func (d *driver) drain(ev *event) {
 				d.stream(p, b[:n])
 			}
 			// EAGAIN: empty for now; 0: closed.
-			if err != nil || n <= 0 || (s.upTo != nil && p.read >= *s.upTo) {
+			if err != nil || n <= 0 || (upTo >= 0 && p.read >= upTo) {
 				break
 			}
+		}
+		if ev.Ev == "done" && ps.count != nil {
+			p.skew = max(p.read-*ps.count, 0)
 		}
 	}
 }

@@ -812,7 +812,7 @@ def execute(req):
         done["error"] = info
     FINISHED += 1
     PENDING_INTERRUPT = False
-    emit(done)
+    emit(done, counts=True)
 
 
 def tidy():

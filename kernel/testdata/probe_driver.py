@@ -57,6 +57,8 @@ for r in it:
             name, _, arg = cmd.strip().partition(" ")
             if name == "out":
                 write(1, arg.encode() + b"\n")
+            elif name == "rawout":  # as C code would: not counted
+                os.write(1, arg.encode() + b"\n")
             elif name == "err":
                 write(2, arg.encode() + b"\n")
             elif name == "display":
