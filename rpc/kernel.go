@@ -51,7 +51,29 @@ func (c *conn) KernelExecute(ctx context.Context, p *protocol.KernelExecuteParam
 			return reply.Value, nil
 		}
 	}
-	return k.Execute(ctx, req)
+	// The code runs on when the connection drops (PROTOCOL.md §2: its
+	// output is kept for a client that reconnects); only $/cancelRequest
+	// (or shutdown) interrupts it.
+	ectx, cancel := explicitCancel(ctx)
+	defer cancel()
+	return k.Execute(ectx, req)
+}
+
+// explicitCancel returns a context that ends when the request is cancelled
+// by $/cancelRequest or shutdown, not when its connection ends.
+func explicitCancel(ctx context.Context) (context.Context, context.CancelFunc) {
+	fl, _ := ctx.Value(inflightKey{}).(*inflight)
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+			if fl == nil || fl.cancelled.Load() {
+				cancel()
+			}
+		case <-out.Done():
+		}
+	}()
+	return out, cancel
 }
 
 // KernelInterrupt is §4 kernel/interrupt.

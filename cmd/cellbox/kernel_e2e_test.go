@@ -414,18 +414,24 @@ func TestKernelAttachReplay(t *testing.T) {
 	execute(t, a, kid, "print('one')")
 	_, outs := execute(t, a, kid, "print('two')")
 	twoSeq := outs[0].Seq
-	wa.Close() // drop the first client
+	// Drop the first client while its code runs: the code runs on, and
+	// its output waits in the kernel for the next client.
+	go func() { _, _, _ = tryRun(t, a, kid, "import time; time.sleep(1); print('finished')", withID("while-away")) }()
+	waitStatus(t, a, kid, protocol.KernelStateBusy, len(statuses(t, a, kid)))
+	wa.Close()
+	time.Sleep(1500 * time.Millisecond)
 
 	b, _ := l.wsClient(t)
 	b.initialize(t)
 	from := twoSeq
 	b.mustCall(t, protocol.MethodKernelAttach, protocol.KernelAttachParams{KernelID: kid, FromSeq: &from}, nil)
 	replayed := kernelOutputs(t, b, "")
-	if len(replayed) != 1 || replayed[0].Text != "two\n" || replayed[0].Seq != twoSeq {
+	if len(replayed) != 2 || replayed[0].Text != "two\n" || replayed[0].Seq != twoSeq ||
+		replayed[1].Text != "finished\n" || replayed[1].ExecutionID != "while-away" {
 		t.Fatalf("replay from %d = %+v", from, replayed)
 	}
 	_, outs = execute(t, b, kid, "print('three')")
-	if len(outs) != 1 || outs[0].Seq != twoSeq+1 {
+	if len(outs) != 1 || outs[0].Seq != twoSeq+2 {
 		t.Fatalf("live after attach = %+v", outs)
 	}
 	b.mustCall(t, protocol.MethodKernelDetach, protocol.KernelIDParams{KernelID: kid}, nil)
