@@ -1,0 +1,107 @@
+-- cellbox.nvim: commands, <Plug> mappings and autocommands. No key is mapped by default
+-- (see :h cellbox-mappings); require('cellbox').setup{} sets options.
+if vim.g.loaded_cellbox then
+  return
+end
+vim.g.loaded_cellbox = 1
+
+local function cb()
+  return require("cellbox")
+end
+
+local cmd = vim.api.nvim_create_user_command
+
+cmd("CellboxRunLine", function(o)
+  cb().run_line(0, o.line1)
+end, { range = true, desc = "cellbox: run the line" })
+cmd("CellboxRunSelection", function(o)
+  cb().run_selection(o.line1, o.line2)
+end, { range = true, desc = "cellbox: run the lines of the range" })
+cmd("CellboxRunCell", function()
+  cb().run_cell()
+end, { desc = "cellbox: run the # %% cell under the cursor" })
+cmd("CellboxRunCellNext", function()
+  cb().run_cell_and_next()
+end, { desc = "cellbox: run the cell and move to the next" })
+cmd("CellboxRunCellsAbove", function()
+  cb().run_cells_above()
+end, { desc = "cellbox: run every cell above the cursor's" })
+cmd("CellboxRunFile", function()
+  cb().run_file()
+end, { desc = "cellbox: run the whole buffer" })
+cmd("CellboxOutput", function()
+  cb().show_output()
+end, { desc = "cellbox: the full output in a float" })
+cmd("CellboxClear", function(o)
+  if o.range > 0 then
+    cb().clear(0, o.line1 - 1, o.line2 - 1)
+  else
+    cb().clear(0)
+  end
+end, { range = true, desc = "cellbox: clear output" })
+cmd("CellboxKernel", function(o)
+  cb().select_kernel(o.args)
+end, { nargs = "?", desc = "cellbox: pick, share or start this buffer's kernel" })
+cmd("CellboxInterrupt", function()
+  cb().interrupt()
+end, {})
+cmd("CellboxRestart", function()
+  cb().restart()
+end, {})
+cmd("CellboxShutdown", function()
+  cb().shutdown()
+end, {})
+cmd("CellboxInspect", function()
+  cb().inspect()
+end, {})
+cmd("CellboxChanges", function()
+  cb().changes()
+end, {})
+cmd("CellboxDiff", function(o)
+  cb().diff(o.args)
+end, { nargs = "?", complete = "file" })
+cmd("CellboxCommit", function(o)
+  cb().commit(o.args)
+end, { nargs = "?", complete = "file" })
+cmd("CellboxDiscard", function(o)
+  cb().discard(o.args)
+end, { nargs = "?", complete = "file" })
+cmd("CellboxCheckpoint", function(o)
+  cb().checkpoint(o.args)
+end, { nargs = "?" })
+cmd("CellboxRestore", function(o)
+  cb().restore(o.args)
+end, { nargs = "?" })
+cmd("CellboxTerminal", function(o)
+  cb().terminal(o.fargs)
+end, { nargs = "*" })
+
+local map = vim.api.nvim_set_keymap
+local o = { noremap = true, silent = true }
+map("n", "<Plug>(CellboxRunLine)", "<cmd>CellboxRunLine<cr>", o)
+map("x", "<Plug>(CellboxRunVisual)", ":<C-u>lua require('cellbox').run_visual()<cr>", o)
+map("n", "<Plug>(CellboxRunCell)", "<cmd>CellboxRunCell<cr>", o)
+map("n", "<Plug>(CellboxRunCellNext)", "<cmd>CellboxRunCellNext<cr>", o)
+map("n", "<Plug>(CellboxRunCellsAbove)", "<cmd>CellboxRunCellsAbove<cr>", o)
+map("n", "<Plug>(CellboxRunFile)", "<cmd>CellboxRunFile<cr>", o)
+map("n", "<Plug>(CellboxOutput)", "<cmd>CellboxOutput<cr>", o)
+map("n", "<Plug>(CellboxInterrupt)", "<cmd>CellboxInterrupt<cr>", o)
+map("n", "<Plug>(CellboxInspect)", "<cmd>CellboxInspect<cr>", o)
+
+local group = vim.api.nvim_create_augroup("cellbox", { clear = true })
+vim.api.nvim_create_autocmd("VimResized", {
+  group = group,
+  callback = function()
+    if package.loaded["cellbox"] then
+      require("cellbox").resize_terminals()
+    end
+  end,
+})
+vim.api.nvim_create_autocmd("VimLeavePre", {
+  group = group,
+  callback = function()
+    if package.loaded["cellbox"] then
+      require("cellbox").stop()
+    end
+  end,
+})

@@ -1,0 +1,68 @@
+-- The help file (tags build, every command documented), $/progress in status(), and the
+-- framing of messages split across reads.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
+local plugin = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
+
+H.main(function()
+  local cb = H.setup()
+
+  H.test("doc/cellbox.txt: helptags, every command and <Plug> mapping documented", function()
+    local dir = vim.fn.tempname()
+    vim.fn.mkdir(dir, "p")
+    vim.fn.writefile(vim.fn.readfile(plugin .. "/doc/cellbox.txt"), dir .. "/cellbox.txt")
+    vim.cmd("helptags " .. vim.fn.fnameescape(dir))
+    local tags = table.concat(vim.fn.readfile(dir .. "/tags"), "\n")
+    local doc = table.concat(vim.fn.readfile(plugin .. "/doc/cellbox.txt"), "\n")
+    local n = 0
+    for name, _ in pairs(vim.api.nvim_get_commands({})) do
+      if name:match("^Cellbox") then
+        n = n + 1
+        H.check(tags:find(":" .. name .. "\t", 1, true), "no help tag for :" .. name)
+      end
+    end
+    H.check(n >= 20, "commands defined: " .. n)
+    for _, m in ipairs(vim.api.nvim_get_keymap("n")) do
+      local p = m.lhs:match("<Plug>%((Cellbox%w+)%)")
+      if p then
+        H.check(doc:find("<Plug>(" .. p .. ")", 1, true), "undocumented <Plug>(" .. p .. ")")
+      end
+    end
+    H.check(tags:find("cellbox-config", 1, true))
+  end)
+
+  H.test("$/progress shows in status() until it ends; frames split across reads", function()
+    local c = assert(cb.connect())
+    local function frame(msg)
+      local body = vim.json.encode(msg)
+      return "Content-Length: " .. #body .. "\r\n\r\n" .. body
+    end
+    local data = frame({ jsonrpc = "2.0", method = "$/progress", params = { token = "t1", value = { kind = "begin", title = "starting python", percentage = 10 } } })
+      .. frame({ jsonrpc = "2.0", method = "$/progress", params = { token = "t1", value = { kind = "report", message = "sandbox" } } })
+    -- Deliver it in pieces, as a pipe may.
+    for i = 1, #data, 7 do
+      c:_on_data(data:sub(i, i + 6))
+    end
+    local s = cb.status()
+    H.eq("starting python: sandbox 10%", s)
+    c:_on_data(frame({ jsonrpc = "2.0", method = "$/progress", params = { token = "t1", value = { kind = "end" } } }))
+    H.eq("", cb.status())
+  end)
+
+  H.test("a kernel that cannot start says why", function()
+    local buf = H.buffer("x.rb", "ruby", { "puts 1" })
+    local msgs = {}
+    local orig = vim.notify
+    vim.notify = function(m)
+      table.insert(msgs, m)
+    end
+    local ex = cb.run_line(buf, 1)
+    cb.config.languages.ruby = "ruby"
+    local ex2 = cb.run_line(buf, 1)
+    cb.config.languages.ruby = nil
+    vim.notify = orig
+    H.eq(nil, ex)
+    H.eq(nil, ex2)
+    H.check(msgs[1]:find("no cellbox language for filetype 'ruby'", 1, true), msgs[1])
+    H.check(msgs[2]:find("kernel/start", 1, true), msgs[2])
+  end)
+end)
