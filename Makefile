@@ -3,10 +3,21 @@ GO ?= go
 ADDR ?= 127.0.0.1:8765
 BIN := bin/cellbox
 
-.PHONY: build serve test bench generate fuzz
+.PHONY: build serve test bench generate fuzz ui
 
-build:
+build: ui
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/cellbox
+
+# The browser IDE (editors/browser): npm ci when the lock file changes, then
+# a type check and esbuild make dist/index.html, one self-contained page that
+# the binary embeds (go:embed), so every Go build needs it.
+UI_DIR := editors/browser
+UI := $(UI_DIR)/dist/index.html
+ui: $(UI)
+$(UI_DIR)/node_modules/.package-lock.json: $(UI_DIR)/package-lock.json
+	cd $(UI_DIR) && npm ci --no-audit --no-fund
+$(UI): $(UI_DIR)/node_modules/.package-lock.json $(UI_DIR)/build.mjs $(UI_DIR)/tsconfig.json $(wildcard $(UI_DIR)/src/* $(UI_DIR)/client/*)
+	cd $(UI_DIR) && npm run build
 
 # Starts cellbox on $(ADDR) and prints the URL (with its token) to open.
 serve: build
@@ -17,11 +28,13 @@ serve: build
 # release is (without cgo), and the transport packages pass again under the
 # race detector (which needs cgo). Set CELLBOX_TEST_USER to an unprivileged
 # user to also run the sandbox tests as that user (CI does; .ci/run creates
-# the user).
-test:
+# the user). The browser IDE's tests need /usr/bin/chromium (apt package
+# chromium) and leave screenshots in artifacts/browser/.
+test: ui
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./...
 	$(GO) test -race -count=1 -timeout 20m ./rpc/... ./protocol/...
+	bash editors/browser/test/run.sh
 	bash editors/neovim/test/run.sh
 
 # Benchmarks that print their figures: JSON-RPC round trips against the real

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -45,6 +46,9 @@ type Options struct {
 	// Token, AllowOrigins: websocket security (PROTOCOL.md §1), see http.go.
 	Token        string
 	AllowOrigins []string
+	// UI is the browser IDE served at / (index.html and csp, see ui.go);
+	// nil serves a short page that says how to connect.
+	UI fs.FS
 }
 
 // Daemon owns what outlives a connection: the services, counters and

@@ -27,7 +27,7 @@ func (d *Daemon) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET /rpc", func(w http.ResponseWriter, r *http.Request) { d.serveWebsocket(ctx, w, r) })
 	mux.HandleFunc("GET /healthz", d.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /{$}", d.serveIndex)
+	mux.HandleFunc("GET /{$}", d.serveUI) // ui.go
 	return d.guard(mux)
 }
 

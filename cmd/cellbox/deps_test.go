@@ -20,6 +20,7 @@ func TestImportDirection(t *testing.T) {
 		"workspace":                     {"workspace/sandbox", "protocol"},
 		"workspace/sandbox":             {},
 		"workspace/sandbox/sandboxtest": {},
+		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
 	if err != nil {

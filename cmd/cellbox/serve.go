@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cellbox-dev/cellbox/editors/browser"
 	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/rpc"
@@ -123,6 +124,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		TestHooks:       cfg.testHooks,
 		Token:           cfg.token,
 		AllowOrigins:    cfg.allowOrigins,
+		UI:              browser.FS(),
 	})
 	if cfg.stdio {
 		log.Debug("serving on stdio")

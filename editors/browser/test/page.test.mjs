@@ -1,0 +1,205 @@
+// The page served by the real `cellbox serve --listen`, driven in Debian's
+// chromium (headless) with playwright-core. Screenshots go to
+// $CELLBOX_ARTIFACTS (run.sh: artifacts/browser/ at the repository root).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+import { startDaemon, waitFor } from "./daemon.mjs";
+
+const artifacts = process.env.CELLBOX_ARTIFACTS ?? join(tmpdir(), "cellbox-browser-artifacts");
+mkdirSync(artifacts, { recursive: true });
+const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+
+let d, browser, context, page, profile;
+const consoleErrors = [];
+
+before(async () => {
+  assert.ok(existsSync(executablePath), `${executablePath} missing: apt-get install chromium`);
+  d = await startDaemon({ files: { "README.txt": "a project\n", "src/app.py": "print('app')\n" } });
+  profile = mkdtempSync(join(tmpdir(), "cellbox-chromium-"));
+  // A persistent context: --user-data-dir is the fresh profile.
+  context = await chromium.launchPersistentContext(profile, { executablePath, headless: true, args: flags, viewport: { width: 1400, height: 900 } });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+});
+
+after(async () => {
+  await context?.close();
+  await d?.stop();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`) });
+const lastCell = () => page.locator(".cell").last();
+const cellOut = (cell) => cell.locator(".outputs");
+
+async function runCell(code, { newCell = true } = {}) {
+  if (newCell) await page.click("button.add-cell");
+  const cell = lastCell();
+  await cell.locator("textarea.code").fill(code);
+  await cell.locator("button.run").click();
+  return cell;
+}
+
+test("a page opened without the token gets nothing", async () => {
+  const res = await fetch(d.origin + "/");
+  assert.equal(res.status, 401);
+  const body = await res.text();
+  assert.ok(!body.includes("<script"), "no page without the token");
+  const p2 = await context.newPage();
+  const r2 = await p2.goto(d.origin + "/");
+  assert.equal(r2.status(), 401);
+  assert.equal(await p2.locator("#app").count(), 0);
+  await p2.close();
+});
+
+test("the page loads, drops the token from the address bar, runs a python cell", async () => {
+  const res = await page.goto(d.url);
+  assert.equal(res.status(), 200);
+  const csp = res.headers()["content-security-policy"];
+  assert.match(csp, /script-src 'sha256-/);
+  assert.doesNotMatch(csp, /unsafe-eval|script-src[^;]*unsafe-inline/);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
+  assert.ok(!page.url().includes("token"), `address bar: ${page.url()}`);
+  assert.equal(await page.locator(".conn").getAttribute("data-state"), "open");
+  const cell = await runCell("x = 6 * 7\nprint('the answer is', x)\nx", { newCell: false });
+  await waitFor(async () => (await cellOut(cell).innerText()).includes("the answer is 42"), { what: "cell output" });
+  await waitFor(async () => (await cell.locator(".prompt").innerText()) === "[1]:", { what: "execution count 1" });
+  assert.match(await cell.locator(".out-result").innerText(), /42/);
+  // An error shows its traceback.
+  const bad = await runCell("1/0");
+  await waitFor(async () => (await cellOut(bad).innerText()).includes("ZeroDivisionError"), { what: "traceback" });
+  await shot("1-python-cell");
+});
+
+test("rich outputs: matplotlib png, svg, html in a sandboxed iframe, markdown, display updates", async () => {
+  const plot = await runCell("import matplotlib\nimport matplotlib.pyplot as plt\nplt.plot([1, 4, 2, 8])\nplt.title('cellbox')\nplt.show()");
+  const img = plot.locator("img.out-image");
+  await img.waitFor({ timeout: 60_000 });
+  await waitFor(() => img.evaluate((i) => i.complete && i.naturalWidth > 100), { what: "png decoded" });
+  assert.match(await img.getAttribute("src"), /^data:image\/png;base64,/);
+
+  const rich = await runCell(
+    [
+      "display({'text/html': '<table><tr><th>a</th></tr><tr><td>1</td></tr></table><script>parent.document.title=\"pwned\"</script>'}, raw=True)",
+      "display({'text/markdown': '# Title\\n\\nsome **bold** and <b>not html</b>'}, raw=True)",
+      "display({'image/svg+xml': '<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"40\" height=\"40\"><circle cx=\"20\" cy=\"20\" r=\"15\" fill=\"red\"/></svg>'}, raw=True)",
+      "h = display({'text/plain': 'step 0'}, raw=True, display_id=True)",
+      "for i in range(1, 4): h.update({'text/plain': f'step {i}'}, raw=True)",
+    ].join("\n"),
+  );
+  const frame = rich.locator("iframe.out-html");
+  await frame.waitFor();
+  assert.equal(await frame.getAttribute("sandbox"), "");
+  assert.equal(await frame.contentFrame().locator("td").innerText(), "1");
+  const md = rich.locator(".out-markdown");
+  await md.waitFor();
+  assert.equal(await md.locator("h1").innerText(), "Title");
+  assert.equal(await md.locator("strong").innerText(), "bold");
+  assert.match(await md.innerText(), /<b>not html<\/b>/);
+  await waitFor(() => rich.locator('img[src^="data:image/svg+xml"]').evaluate((i) => i.complete && i.naturalWidth === 40), { what: "svg" });
+  await waitFor(async () => (await cellOut(rich).innerText()).includes("step 3"), { what: "display update" });
+  assert.ok(!(await cellOut(rich).innerText()).includes("step 0"), "update replaced the display");
+  assert.notEqual(await page.title(), "pwned", "html output ran no script in the page");
+  await shot("2-rich-outputs");
+});
+
+test("the terminal echoes what is typed and follows a resize", async () => {
+  await page.locator(".xterm").click();
+  await page.keyboard.type("echo hello-$((6*7))\n");
+  const rows = page.locator(".xterm-rows");
+  await waitFor(async () => (await rows.innerText()).includes("hello-42"), { what: "terminal echo" });
+  const before = await page.evaluate(() => window.cellbox.terminal.term.cols);
+  await page.setViewportSize({ width: 1000, height: 900 });
+  await waitFor(() => page.evaluate((b) => window.cellbox.terminal.term.cols < b, before), { what: "xterm refit" });
+  const cols = await page.evaluate(() => window.cellbox.terminal.term.cols);
+  await page.locator(".xterm").click();
+  await page.keyboard.type("stty size\n");
+  const sized = new RegExp(`\\d+ ${cols}\\b`);
+  await waitFor(async () => sized.test(await rows.innerText()), { what: `stty size with ${cols} columns` }).catch(async (e) => {
+    throw new Error(`${e.message}; terminal shows: ${await rows.innerText()}`);
+  });
+  await shot("3-terminal");
+  await page.setViewportSize({ width: 1400, height: 900 });
+});
+
+test("a file written by a cell shows in the tree and changes; diff, commit puts it on disk", async () => {
+  const target = join(d.project, "made_by_cell.txt");
+  await runCell("with open('made_by_cell.txt', 'w') as f:\n    f.write('written in the sandbox\\n')");
+  const item = page.locator('.tree-item[data-path="made_by_cell.txt"]');
+  await item.waitFor({ timeout: 20_000 });
+  await waitFor(() => item.evaluate((e) => e.classList.contains("changed") && e.classList.contains("added")), { what: "tree mark" });
+  const change = page.locator('.change[data-path="made_by_cell.txt"]');
+  await change.waitFor();
+  assert.ok(!existsSync(target), "overlay: the project is untouched before commit");
+  await change.locator("button.diff").click();
+  await waitFor(async () => (await page.locator(".viewer-body").innerText()).includes("+written in the sandbox"), { what: "diff" });
+  await shot("4-changes-diff");
+  await change.locator("button.commit").click();
+  await waitFor(() => existsSync(target), { what: "committed file on disk" });
+  assert.equal(readFileSync(target, "utf8"), "written in the sandbox\n");
+  await waitFor(async () => (await page.locator('.change[data-path="made_by_cell.txt"]').count()) === 0, { what: "change gone after commit" });
+  assert.match(await page.locator(".changes-message").innerText(), /committed 1 file/);
+  await page.click(".viewer-close");
+  await shot("5-committed");
+});
+
+test("dropping the websocket reconnects with the output intact and nothing lost", async () => {
+  const first = page.locator(".cell").first();
+  const cell = await runCell("import time\nfor i in range(10):\n    print('line', i, flush=True)\n    time.sleep(0.2)");
+  await waitFor(async () => (await cellOut(cell).innerText()).includes("line 1"), { what: "first lines" });
+  await page.evaluate(() => window.cellbox.client.drop());
+  await waitFor(async () => (await page.locator(".conn").getAttribute("data-state")) !== "open", { what: "connection lost", timeoutMs: 5000 });
+  await waitFor(async () => (await page.locator(".conn").getAttribute("data-state")) === "open", { what: "reconnected" });
+  await waitFor(async () => (await cellOut(cell).innerText()).includes("line 9"), { what: "all lines" });
+  const text = await cell.locator(".out-stream").innerText();
+  assert.deepEqual(text.trim().split("\n"), Array.from({ length: 10 }, (_, i) => `line ${i}`));
+  assert.ok((await cellOut(first).innerText()).includes("the answer is 42"), "earlier output intact");
+  // Its result was lost with the connection; its count comes from kernel/history.
+  await waitFor(async () => /^\[\d+\]:$/.test(await cell.locator(".prompt").innerText()), { what: "execution count recovered" });
+  // The kernel keeps its state; the terminal and the file watch work again.
+  const again = await runCell("print('x is still', x)");
+  await waitFor(async () => (await cellOut(again).innerText()).includes("x is still 42"), { what: "kernel state after reconnect" });
+  await page.locator(".xterm").click();
+  await page.keyboard.type("echo back-$((50+5))\n");
+  await waitFor(async () => (await page.locator(".xterm-rows").innerText()).includes("back-55"), { what: "terminal after reconnect" });
+  await runCell("open('after_reconnect.txt', 'w').write('x')");
+  await page.locator('.tree-item[data-path="after_reconnect.txt"]').waitFor({ timeout: 20_000 });
+  await shot("6-after-reconnect");
+  assert.deepEqual(consoleErrors.filter((e) => !/WebSocket|ERR_|connection to cellbox lost|status of 401|Blocked script execution in 'about:srcdoc'/.test(e)), []);
+});
+
+test("run all, interrupt, restart, and another language for the notebook", async () => {
+  // Interrupt a long cell; the queue behind it is aborted (stopOnError).
+  const slow = await runCell("import time\ntime.sleep(60)");
+  await waitFor(async () => (await page.locator(".kernel-status").getAttribute("data-state")) === "busy", { what: "busy" });
+  await page.click("button.interrupt");
+  await waitFor(async () => (await slow.getAttribute("data-status")) === "interrupted", { what: "interrupted" });
+  // Restart resets the state and the execution count; run all runs every cell in order.
+  await page.click("button.restart");
+  await waitFor(async () => (await page.locator(".kernel-status").getAttribute("data-state")) === "idle", { what: "idle after restart" });
+  await page.evaluate(() => document.querySelectorAll(".cell").forEach((c, i) => i > 0 && c.querySelector("button.delete").click()));
+  await page.locator(".cell textarea.code").first().fill("y = 1\nprint('first', y)");
+  await page.click("button.add-cell");
+  await lastCell().locator("textarea.code").fill("print('second', y + 1)");
+  await page.click("button.run-all");
+  const cells = page.locator(".cell");
+  await waitFor(async () => (await cells.nth(1).locator(".outputs").innerText()).includes("second 2"), { what: "run all" });
+  assert.equal(await cells.nth(0).locator(".prompt").innerText(), "[1]:");
+  assert.equal(await cells.nth(1).locator(".prompt").innerText(), "[2]:");
+  // The notebook's language: a bash kernel in the same workspace sees the committed file.
+  const langs = await page.evaluate(() => window.cellbox.client.initializeResult.capabilities.languages.filter((l) => l.available).map((l) => l.id));
+  if (langs.includes("bash")) {
+    await page.selectOption("select.language", "bash");
+    await waitFor(async () => /^bash: idle/.test(await page.locator(".kernel-status").innerText()), { what: "bash kernel" });
+    const sh = await runCell("echo $((20+22)); cat made_by_cell.txt");
+    await waitFor(async () => /42\s+written in the sandbox/.test(await cellOut(sh).innerText()), { what: "bash output" });
+    assert.equal(await sh.locator(".prompt").innerText(), "[1]:");
+  }
+  await shot("7-run-all-language");
+});
