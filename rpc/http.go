@@ -32,7 +32,7 @@ func (d *Daemon) Handler(ctx context.Context) http.Handler {
 }
 
 // guard enforces §1: Origin absent, same-origin or allowed (else 403), and
-// the token as a Bearer header or ?token= (else 401).
+// the token as a Bearer header, ?token= or the page's cookie (else 401).
 func (d *Daemon) guard(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(d.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +60,13 @@ func requestToken(r *http.Request) string {
 		}
 		return ""
 	}
-	return r.URL.Query().Get("token")
+	if tok := r.URL.Query().Get("token"); tok != "" {
+		return tok
+	}
+	if c, err := r.Cookie(tokenCookie); err == nil {
+		return c.Value
+	}
+	return ""
 }
 
 // originAllowed: the server's own origin, or one listed in --allow-origin.

@@ -7,6 +7,9 @@ import (
 	"strings"
 )
 
+// tokenCookie carries the token for a reload of the browser IDE.
+const tokenCookie = "cellbox_token"
+
 // serveUI is GET /: the browser IDE of Options.UI (one self-contained
 // index.html, script and styles inline), with the Content-Security-Policy
 // its build wrote to the file csp (allowing exactly its inline script by
@@ -29,6 +32,16 @@ func (d *Daemon) serveUI(w http.ResponseWriter, r *http.Request) {
 		d.log.Warn("browser IDE has no csp file; serving the placeholder", "err", err)
 		d.serveIndex(w, r)
 		return
+	}
+	if tok := r.URL.Query().Get("token"); tok != "" {
+		// The guard checked it. A reload of the page (its address no longer
+		// holds the token) then carries it as this cookie: HttpOnly, so
+		// scripts cannot read it, and SameSite=Strict, so other sites'
+		// pages cannot send it (the Origin check stops other local ones).
+		http.SetCookie(w, &http.Cookie{
+			Name: tokenCookie, Value: tok, Path: "/", HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		})
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")

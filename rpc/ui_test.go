@@ -32,6 +32,26 @@ func TestServeUI(t *testing.T) {
 		}
 	}
 
+	// A reload (no token in the address) works through the page's cookie,
+	// which scripts cannot read and other sites cannot send.
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "cellbox_token" {
+			cookie = c
+		}
+	}
+	if cookie == nil || cookie.Value != httpToken || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/" {
+		t.Fatalf("token cookie = %+v", cookie)
+	}
+	resp, body = get(t, srv.URL+"/", http.Header{"Cookie": {"cellbox_token=" + httpToken}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "the ide") {
+		t.Fatalf("reload with the cookie: %d %q", resp.StatusCode, body)
+	}
+	resp, _ = get(t, srv.URL+"/", http.Header{"Cookie": {"cellbox_token=wrong"}})
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong cookie: %d", resp.StatusCode)
+	}
+
 	resp, body = get(t, srv.URL+"/", nil)
 	if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "the ide") {
 		t.Fatalf("GET / without the token: %d %q", resp.StatusCode, body)

@@ -203,3 +203,15 @@ test("run all, interrupt, restart, and another language for the notebook", async
   }
   await shot("7-run-all-language");
 });
+
+test("a reload works without the token in the address (the page's HttpOnly cookie)", async () => {
+  assert.ok(!page.url().includes("token"));
+  const res = await page.reload();
+  assert.equal(res.status(), 200);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
+  assert.equal(await page.locator(".conn").getAttribute("data-state"), "open");
+  // The cookie is not readable by the page's scripts.
+  assert.ok(!(await page.evaluate(() => document.cookie)).includes("cellbox_token"));
+  const cell = await runCell("print('after reload')", { newCell: false });
+  await waitFor(async () => (await cellOut(cell).innerText()).includes("after reload"), { what: "output after a reload" });
+});
