@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -273,4 +274,43 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestWebsocketCloseDoesNotWaitForRequests: a client that closes while a
+// request runs gets the close answered and the connection ended at once,
+// not when the request ends (a browser waits for that before it can
+// reconnect).
+func TestWebsocketCloseDoesNotWaitForRequests(t *testing.T) {
+	srv := startHTTP(t, Options{})
+	ws := dialWS(t, srv, nil)
+	wsCall(t, ws, 1, "initialize", map[string]any{"protocolVersion": 1})
+	if err := ws.WriteJSON(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "cellboxTest/sleep", "params": map[string]any{"ms": 20000}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if err := ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			break
+		}
+	}
+	// The close frame came back; now the server must end the TCP
+	// connection (what a browser waits for).
+	buf := make([]byte, 64)
+	for {
+		if _, err := ws.UnderlyingConn().Read(buf); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the server kept the TCP connection open while a request ran")
+			}
+			break
+		}
+	}
+	// The sleep runs for 20 s; the bound is far from both.
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the connection ended %v after the client's close, with a request running", d)
+	}
 }

@@ -41,6 +41,14 @@ func newWSTransport(ws *websocket.Conn, max int) *wsTransport {
 func (t *wsTransport) readFrame() ([]byte, error) {
 	mt, r, err := t.ws.NextReader()
 	if err != nil {
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			// The client closed and gorilla has answered its close frame:
+			// end the TCP connection now rather than when the requests
+			// still running end (a browser waits for it to reconnect).
+			// Their answers have nowhere to go; kernels run on (§2).
+			_ = t.ws.Close()
+		}
 		return nil, err
 	}
 	_ = t.ws.SetReadDeadline(time.Now().Add(wsPongWait))
