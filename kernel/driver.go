@@ -212,8 +212,14 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 	for _, f := range []*os.File{outW, errW} {
 		_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	}
+	argv := spec.argv
+	if k.langInfo.Path != "" {
+		// The interpreter initialize reported (found in a directory the
+		// sandbox has).
+		argv = append([]string{k.langInfo.Path}, argv[1:]...)
+	}
 	proc, err := k.ws.Spawn(ctx, workspace.ProcSpec{
-		Argv:       spec.argv,
+		Argv:       argv,
 		Env:        k.env,
 		Dir:        k.dir,
 		Stdout:     outW,

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // versionTimeout bounds each interpreter's `--version`.
@@ -48,6 +51,11 @@ var languageSpecs = []languageSpec{
 // `--version` (all in parallel, each bounded by 2 s). A language whose
 // interpreter is missing or does not run is listed with Available false and
 // the reason.
+//
+// Only the PATH directories that a sandbox also has (SandboxPath) count:
+// the interpreter found is the one a kernel runs, so a version manager's
+// shim earlier on the daemon's PATH (pyenv, nvm), which a sandbox cannot
+// see, does not make initialize report another version than kernel/start.
 func DetectLanguages(ctx context.Context) []Language {
 	out := make([]Language, len(languageSpecs))
 	var wg sync.WaitGroup
@@ -64,7 +72,7 @@ func detect(ctx context.Context, spec languageSpec) Language {
 		DisplayName:    spec.displayName,
 		FileExtensions: append([]string(nil), spec.extensions...),
 	}
-	path, err := exec.LookPath(spec.command)
+	path, err := lookPath(spec.command)
 	if err != nil {
 		switch {
 		case errors.Is(err, exec.ErrDot):
@@ -108,6 +116,49 @@ func detect(ctx context.Context, spec languageSpec) Language {
 	l.Version = v
 	l.Available = true
 	return l
+}
+
+// SandboxPath is the PATH of programs in a sandbox.
+func SandboxPath() []string {
+	for _, kv := range workspace.DefaultEnv() {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return filepath.SplitList(v)
+		}
+	}
+	return nil
+}
+
+// sandboxPath is SandboxPath; tests add directories to it.
+var sandboxPath = SandboxPath
+
+// lookPath finds command on PATH, in the directories a sandbox also has.
+func lookPath(command string) (string, error) {
+	seen := map[string]bool{}
+	for _, d := range sandboxPath() {
+		seen[filepath.Clean(d)] = true
+	}
+	relative := false
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(dir) {
+			if dir != "" {
+				if fi, err := os.Stat(filepath.Join(dir, command)); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+					relative = true
+				}
+			}
+			continue
+		}
+		if !seen[filepath.Clean(dir)] {
+			continue
+		}
+		p := filepath.Join(dir, command)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if relative {
+		return "", exec.ErrDot
+	}
+	return "", exec.ErrNotFound
 }
 
 // parseVersion extracts the version from an interpreter's --version output:
