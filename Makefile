@@ -36,6 +36,7 @@ test: ui
 	$(GO) test -race -count=1 -timeout 20m ./rpc/... ./protocol/...
 	bash editors/browser/test/run.sh
 	bash editors/neovim/test/run.sh
+	bash editors/vscode/test/run.sh
 
 # Benchmarks that print their figures: JSON-RPC round trips against the real
 # binary, sandbox start and spawn side by side with bubblewrap, and terminal

@@ -1,0 +1,303 @@
+// The cellbox client: a vscode-jsonrpc MessageConnection to the daemon, over the stdio of a
+// spawned `cellbox connect` (or any command), or over a websocket with a token. No `vscode`
+// import here: the tests run this file against the real daemon under plain Node.
+import { spawn, ChildProcess } from "node:child_process";
+import {
+  createMessageConnection,
+  MessageConnection,
+  StreamMessageReader,
+  StreamMessageWriter,
+  CancellationToken,
+  Disposable,
+  Emitter,
+  Event,
+  ResponseError,
+} from "vscode-jsonrpc/node";
+import {
+  Methods,
+  ProtocolVersion,
+  InitializeResult,
+  KernelStartParams,
+  KernelStartResult,
+  KernelExecuteParams,
+  ExecuteResult,
+  KernelOutputParams,
+  KernelStatusParams,
+  KernelInputRequestParams,
+  KernelInputReply,
+  ProgressParams,
+  PtyOutputParams,
+  PtyExitParams,
+  PtyOpenParams,
+  PtyOpenResult,
+  WorkspaceOpenParams,
+  WorkspaceInfo,
+  WorkspaceChangesResult,
+  WorkspaceDiffResult,
+  WorkspaceCommitResult,
+  WorkspaceDiscardResult,
+  Checkpoint,
+  WorkspaceCheckpointsResult,
+  KernelCompleteResult,
+  KernelInspectResult,
+  KernelListResult,
+  FsReadResult,
+  FsDidChangeParams,
+} from "./protocol";
+import { WebSocketTransport } from "./wsTransport";
+
+export interface ConnectOptions {
+  /** The cellbox executable (setting cellbox.path); spawned as `PATH connect`. */
+  path?: string;
+  /** Arguments instead of ["connect"] (tests use ["serve", "--stdio"]). */
+  args?: string[];
+  /** A websocket URL (setting cellbox.connection.url): ws://HOST:PORT/rpc. */
+  url?: string;
+  /** The server token for url (setting cellbox.connection.token). */
+  token?: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  clientName?: string;
+  clientVersion?: string;
+  /** Receives the daemon's stderr lines and client log lines. */
+  log?: (line: string) => void;
+}
+
+/** The error a request failed with, with cellbox's `data.errorCode` and `detail`. */
+export function errorMessage(err: unknown): string {
+  if (err instanceof ResponseError) {
+    const d = err.data as { detail?: string } | undefined;
+    return d?.detail && !err.message.includes(d.detail) ? `${err.message}: ${d.detail}` : err.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+export class CellboxClient implements Disposable {
+  readonly connection: MessageConnection;
+  private child?: ChildProcess;
+  private ws?: WebSocketTransport;
+  private closed = false;
+  info?: InitializeResult;
+
+  private readonly _onOutput = new Emitter<KernelOutputParams>();
+  private readonly _onStatus = new Emitter<KernelStatusParams>();
+  private readonly _onProgress = new Emitter<ProgressParams>();
+  private readonly _onPtyOutput = new Emitter<PtyOutputParams>();
+  private readonly _onPtyExit = new Emitter<PtyExitParams>();
+  private readonly _onFsChange = new Emitter<FsDidChangeParams>();
+  private readonly _onClose = new Emitter<void>();
+  readonly onOutput: Event<KernelOutputParams> = this._onOutput.event;
+  readonly onStatus: Event<KernelStatusParams> = this._onStatus.event;
+  readonly onProgress: Event<ProgressParams> = this._onProgress.event;
+  readonly onPtyOutput: Event<PtyOutputParams> = this._onPtyOutput.event;
+  readonly onPtyExit: Event<PtyExitParams> = this._onPtyExit.event;
+  readonly onFsChange: Event<FsDidChangeParams> = this._onFsChange.event;
+  readonly onClose: Event<void> = this._onClose.event;
+
+  /** Answers kernel/inputRequest (VS Code: an input box). Absent: the read sees end of file. */
+  inputHandler?: (p: KernelInputRequestParams, token: CancellationToken) => Promise<string | undefined>;
+
+  private constructor(connection: MessageConnection, private readonly opts: ConnectOptions) {
+    this.connection = connection;
+    connection.onNotification(Methods.KernelOutput, (p: KernelOutputParams) => this._onOutput.fire(p));
+    connection.onNotification(Methods.KernelStatus, (p: KernelStatusParams) => this._onStatus.fire(p));
+    connection.onNotification(Methods.Progress, (p: ProgressParams) => this._onProgress.fire(p));
+    connection.onNotification(Methods.PtyOutput, (p: PtyOutputParams) => this._onPtyOutput.fire(p));
+    connection.onNotification(Methods.PtyExit, (p: PtyExitParams) => this._onPtyExit.fire(p));
+    connection.onNotification(Methods.FsDidChange, (p: FsDidChangeParams) => this._onFsChange.fire(p));
+    connection.onRequest(Methods.KernelInputRequest, async (p: KernelInputRequestParams, token): Promise<KernelInputReply> => {
+      if (!this.inputHandler) {
+        return { value: "" };
+      }
+      const v = await this.inputHandler(p, token);
+      return { value: v ?? "" };
+    });
+    connection.onClose(() => this.markClosed());
+    connection.onError(([e]) => this.log(`connection error: ${e.message}`));
+  }
+
+  private log(line: string) {
+    this.opts.log?.(line);
+  }
+
+  private markClosed() {
+    if (!this.closed) {
+      this.closed = true;
+      this._onClose.fire();
+    }
+  }
+
+  get isClosed() {
+    return this.closed;
+  }
+
+  /** Spawns `cellbox connect` (or connects to opts.url), then initializes. */
+  static async connect(opts: ConnectOptions): Promise<CellboxClient> {
+    let client: CellboxClient;
+    if (opts.url) {
+      const ws = await WebSocketTransport.open(opts.url, opts.token);
+      const conn = createMessageConnection(ws.reader, ws.writer);
+      client = new CellboxClient(conn, opts);
+      client.ws = ws;
+    } else {
+      const child = spawn(opts.path || "cellbox", opts.args ?? ["connect"], {
+        stdio: ["pipe", "pipe", "pipe"],
+        env: opts.env ?? process.env,
+        cwd: opts.cwd,
+      });
+      const spawned = new Promise<void>((resolve, reject) => {
+        child.once("spawn", () => resolve());
+        child.once("error", (e) => reject(new Error(`cannot start ${opts.path || "cellbox"}: ${e.message}`)));
+      });
+      await spawned;
+      const conn = createMessageConnection(new StreamMessageReader(child.stdout!), new StreamMessageWriter(child.stdin!));
+      client = new CellboxClient(conn, opts);
+      client.child = child;
+      child.stdin!.on("error", () => client.markClosed());
+      let buf = "";
+      child.stderr!.setEncoding("utf8");
+      child.stderr!.on("data", (d: string) => {
+        buf += d;
+        let i;
+        while ((i = buf.indexOf("\n")) >= 0) {
+          opts.log?.(buf.slice(0, i));
+          buf = buf.slice(i + 1);
+        }
+      });
+      child.on("exit", (code, signal) => {
+        opts.log?.(`cellbox exited (${signal ?? code})`);
+        client.markClosed();
+      });
+    }
+    client.connection.listen();
+    client.info = await client.connection.sendRequest<InitializeResult>(Methods.Initialize, {
+      protocolVersion: ProtocolVersion,
+      clientInfo: { name: opts.clientName ?? "cellbox-vscode", version: opts.clientVersion ?? "0.1.0" },
+      capabilities: { inputRequest: true, positionEncoding: "utf-16" },
+    });
+    client.connection.sendNotification(Methods.Initialized, {});
+    return client;
+  }
+
+  request<R>(method: string, params?: unknown, token?: CancellationToken): Promise<R> {
+    if (this.closed) {
+      return Promise.reject(new Error("cellbox: the connection is closed"));
+    }
+    return token ? this.connection.sendRequest<R>(method, params, token) : this.connection.sendRequest<R>(method, params);
+  }
+
+  // Typed helpers for what the extension uses.
+  openWorkspace(p: WorkspaceOpenParams) {
+    return this.request<WorkspaceInfo>(Methods.WorkspaceOpen, p);
+  }
+  startKernel(p: KernelStartParams) {
+    return this.request<KernelStartResult>(Methods.KernelStart, p);
+  }
+  /** Runs code; cancelling the token sends $/cancelRequest, which interrupts it. */
+  execute(p: KernelExecuteParams, token?: CancellationToken) {
+    return this.request<ExecuteResult>(Methods.KernelExecute, p, token);
+  }
+  interrupt(kernelId: string) {
+    return this.request<object>(Methods.KernelInterrupt, { kernelId });
+  }
+  restart(kernelId: string) {
+    return this.request<object>(Methods.KernelRestart, { kernelId });
+  }
+  shutdownKernel(kernelId: string) {
+    return this.request<object>(Methods.KernelShutdown, { kernelId });
+  }
+  attach(kernelId: string) {
+    return this.request<object>(Methods.KernelAttach, { kernelId });
+  }
+  listKernels() {
+    return this.request<KernelListResult>(Methods.KernelList, {});
+  }
+  complete(kernelId: string, code: string, cursorPos: number) {
+    return this.request<KernelCompleteResult>(Methods.KernelComplete, { kernelId, code, cursorPos });
+  }
+  inspect(kernelId: string, code: string, cursorPos: number) {
+    return this.request<KernelInspectResult>(Methods.KernelInspect, { kernelId, code, cursorPos, detailLevel: 0 });
+  }
+  changes(workspaceId: string) {
+    return this.request<WorkspaceChangesResult>(Methods.WorkspaceChanges, { workspaceId });
+  }
+  diff(workspaceId: string, paths?: string[]) {
+    return this.request<WorkspaceDiffResult>(Methods.WorkspaceDiff, { workspaceId, paths });
+  }
+  commit(workspaceId: string, paths?: string[]) {
+    return this.request<WorkspaceCommitResult>(Methods.WorkspaceCommit, { workspaceId, paths });
+  }
+  discard(workspaceId: string, paths?: string[]) {
+    return this.request<WorkspaceDiscardResult>(Methods.WorkspaceDiscard, { workspaceId, paths });
+  }
+  checkpoint(workspaceId: string, name?: string) {
+    return this.request<Checkpoint>(Methods.WorkspaceCheckpoint, { workspaceId, name });
+  }
+  checkpoints(workspaceId: string) {
+    return this.request<WorkspaceCheckpointsResult>(Methods.WorkspaceCheckpoints, { workspaceId });
+  }
+  restore(workspaceId: string, checkpointId: string) {
+    return this.request<object>(Methods.WorkspaceRestore, { workspaceId, checkpointId });
+  }
+  deleteCheckpoint(workspaceId: string, checkpointId: string) {
+    return this.request<object>(Methods.WorkspaceDeleteCheckpoint, { workspaceId, checkpointId });
+  }
+  readFile(workspaceId: string, path: string) {
+    return this.request<FsReadResult>(Methods.FsRead, { workspaceId, path, encoding: "utf8" });
+  }
+  watch(workspaceId: string) {
+    return this.request<{ watchId: string }>(Methods.FsWatch, { workspaceId });
+  }
+  openPty(p: PtyOpenParams) {
+    return this.request<PtyOpenResult>(Methods.PtyOpen, p);
+  }
+  writePty(ptyId: string, data: string) {
+    return this.request<object>(Methods.PtyWrite, { ptyId, data });
+  }
+  resizePty(ptyId: string, cols: number, rows: number) {
+    return this.request<object>(Methods.PtyResize, { ptyId, cols, rows });
+  }
+  ackPty(ptyId: string, seq: number) {
+    return this.request<object>(Methods.PtyAck, { ptyId, seq });
+  }
+  closePty(ptyId: string) {
+    return this.request<object>(Methods.PtyClose, { ptyId });
+  }
+
+  /**
+   * Closes the transport without `shutdown`: the daemon keeps this connection's kernels and
+   * terminals running (PROTOCOL.md §2), so a later `cellbox connect` can attach to them.
+   */
+  close(): void {
+    this.closed = true;
+    this.connection.dispose();
+    this.ws?.close();
+    if (this.child && this.child.exitCode === null) {
+      this.child.stdin?.end();
+      const c = this.child;
+      const t = setTimeout(() => c.kill("SIGTERM"), 2000);
+      c.once("exit", () => clearTimeout(t));
+    }
+  }
+
+  /** shutdown + exit (this connection's kernels and terminals stop), then ends the child / socket. */
+  async dispose(): Promise<void> {
+    if (!this.closed) {
+      try {
+        await Promise.race([this.connection.sendRequest(Methods.Shutdown), new Promise((r) => setTimeout(r, 3000))]);
+        await this.connection.sendNotification(Methods.Exit);
+      } catch {
+        // already gone
+      }
+    }
+    this.closed = true;
+    this.connection.dispose();
+    this.ws?.close();
+    if (this.child && this.child.exitCode === null) {
+      this.child.stdin?.end();
+      const c = this.child;
+      const t = setTimeout(() => c.kill("SIGTERM"), 2000);
+      c.once("exit", () => clearTimeout(t));
+    }
+  }
+}

@@ -1,0 +1,520 @@
+// The cellbox VS Code extension: wires the session (client, workspace, kernels), the output view,
+// diagnostics, CodeLens, notebooks, status bar, completion/hover, SCM and terminals to VS Code.
+import * as vscode from "vscode";
+import { CellboxClient, errorMessage } from "./client";
+import { Session, KernelHandle } from "./session";
+import { OutputPanel } from "./outputView";
+import { findCells, cellAt, cellCode, CELL_MARKER, CellRange } from "./cells";
+import { CellboxNotebookController } from "./notebook";
+import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME } from "./scm";
+import { CellboxPseudoterminal } from "./terminal";
+import { stripANSI } from "./outputs";
+import type { ProgressParams } from "./protocol";
+
+const FILE_LANGUAGES = ["python", "javascript", "shellscript"];
+
+let log: vscode.OutputChannel;
+let session: Session | undefined;
+let connecting: Promise<Session> | undefined;
+let outputPanel: OutputPanel;
+let diagnostics: vscode.DiagnosticCollection;
+let status: vscode.StatusBarItem;
+let notebook: CellboxNotebookController | undefined;
+let scm: CellboxScm | undefined;
+let checkpoints: CheckpointsProvider;
+let content: SandboxContentProvider;
+let lastLanguage: string | undefined;
+const sessionSubs: vscode.Disposable[] = [];
+const outputListeners = new Set<(p: import("./protocol").KernelOutputParams) => void>();
+
+function config() {
+  return vscode.workspace.getConfiguration("cellbox");
+}
+
+function rootFolder(): string | undefined {
+  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+}
+
+/** The session, connecting on first use (cellbox.path / cellbox.connection). */
+export function getSession(): Promise<Session> {
+  if (session && !session.client.isClosed) return Promise.resolve(session);
+  if (!connecting) {
+    connecting = connect().finally(() => (connecting = undefined));
+  }
+  return connecting;
+}
+
+async function connect(): Promise<Session> {
+  const c = config();
+  const url = c.get<string>("connection.url") || undefined;
+  const mode = c.get<string>("workspaceMode", "overlay");
+  status.text = "$(loading~spin) cellbox: connecting";
+  status.show();
+  let client: CellboxClient;
+  try {
+    client = await CellboxClient.connect({
+      path: c.get<string>("path") || "cellbox",
+      url,
+      token: c.get<string>("connection.token") || undefined,
+      cwd: rootFolder(),
+      clientName: "cellbox-vscode",
+      clientVersion: vscode.extensions.getExtension("cellbox-dev.cellbox")?.packageJSON?.version,
+      log: (l) => log.appendLine(l),
+    });
+  } catch (e) {
+    status.text = "$(error) cellbox: not connected";
+    status.backgroundColor = new vscode.ThemeColor("statusBarItem.errorBackground");
+    throw new Error(`cellbox: cannot connect: ${errorMessage(e)} (check the setting cellbox.path or cellbox.connection.url)`);
+  }
+  const s = new Session(client, {
+    root: mode === "none" ? undefined : rootFolder(),
+    workspaceMode: mode === "none" ? undefined : (mode as any),
+    sandbox: c.get("sandbox"),
+    network: c.get("network"),
+    timeoutMs: c.get<number>("timeoutMs") || undefined,
+  });
+  for (const d of sessionSubs.splice(0)) d.dispose();
+  client.inputHandler = (p, token) =>
+    Promise.resolve(vscode.window.showInputBox({ prompt: p.prompt || "input()", password: p.password, ignoreFocusOut: true, title: "cellbox: the code asks for input" }, token as vscode.CancellationToken));
+  sessionSubs.push(
+    s.onModelChange((changed) => {
+      outputPanel.update();
+      if (changed.some((e) => e.status !== "running")) scm?.refreshSoon();
+    }),
+    s.onKernelsChange(() => updateStatus()),
+    client.onOutput((p) => outputListeners.forEach((f) => f(p))),
+    client.onProgress((p) => onProgress(p)),
+    client.onClose(() => {
+      if (session === s) {
+        session = undefined;
+        updateStatus("disconnected");
+      }
+    }),
+    client.onFsChange(() => scm?.refreshSoon()),
+  );
+  session = s;
+  updateStatus();
+  // Watch the workspace so the SCM view follows writes made in the sandbox.
+  if (s.opts.root) {
+    s.ensureWorkspace()
+      .then(async (ws) => {
+        if (ws) {
+          await client.watch(ws.workspaceId).catch(() => undefined);
+          await scm?.refresh();
+          checkpoints.refresh();
+        }
+      })
+      .catch((e) => log.appendLine(`workspace: ${errorMessage(e)}`));
+  }
+  return s;
+}
+
+// $/progress as window progress, one per token.
+const progress = new Map<string | number, { report: (v: { message?: string; increment?: number }) => void; done: () => void; last: number }>();
+function onProgress(p: ProgressParams) {
+  const v = p.value;
+  if (v.kind === "begin") {
+    vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: v.title ?? "cellbox" }, (prog) => {
+      return new Promise<void>((resolve) => {
+        progress.set(p.token, { report: (x) => prog.report(x), done: resolve, last: 0 });
+        if (v.message) prog.report({ message: v.message });
+      });
+    });
+  } else if (v.kind === "report") {
+    const e = progress.get(p.token);
+    if (e) {
+      const inc = v.percentage !== undefined ? Math.max(0, v.percentage - e.last) : undefined;
+      if (v.percentage !== undefined) e.last = v.percentage;
+      e.report({ message: v.message, increment: inc });
+    }
+  } else {
+    progress.get(p.token)?.done();
+    progress.delete(p.token);
+  }
+}
+
+function updateStatus(override?: string) {
+  if (!status) return;
+  status.backgroundColor = undefined;
+  if (override === "disconnected" || !session) {
+    status.text = "$(debug-disconnect) cellbox";
+    status.tooltip = "cellbox: not connected (runs connect on first use)";
+    return;
+  }
+  const lang = activeLanguage() ?? lastLanguage;
+  const k = lang ? session.kernels.get(lang) : [...session.kernels.values()][0];
+  const ws = session.workspace ? ` · ${session.workspace.mode}` : "";
+  if (!k) {
+    status.text = `$(circle-outline) cellbox${lang ? ` ${lang}` : ""}: no kernel${ws}`;
+  } else {
+    const icon = k.state === "busy" ? "$(sync~spin)" : k.state === "dead" ? "$(error)" : k.state === "idle" ? "$(circle-filled)" : "$(loading~spin)";
+    status.text = `${icon} cellbox ${k.language}: ${k.state}${ws}`;
+    if (k.state === "dead") status.backgroundColor = new vscode.ThemeColor("statusBarItem.errorBackground");
+  }
+  status.tooltip = `cellbox ${session.client.info?.serverInfo.version ?? ""}\nworkspace: ${session.workspace?.root ?? "(scratch)"} (${session.workspace?.mode ?? "scratch"})\n${k ? `kernel ${k.kernelId} (${k.language} ${k.version ?? ""})${k.reason ? `: ${k.reason}` : ""}` : ""}\nClick to pick a kernel`;
+  status.show();
+}
+
+function activeLanguage(): string | undefined {
+  const ed = vscode.window.activeTextEditor;
+  if (!ed || !session) return undefined;
+  return session.languageFor(ed.document.languageId, ed.document.fileName);
+}
+
+/** Runs lines [first, last] (0-based) of a document, or exactly `code` starting at first. */
+async function runRange(doc: vscode.TextDocument, first: number, last: number, code?: string, label?: string) {
+  const s = await getSession();
+  const language = s.languageFor(doc.languageId, doc.fileName);
+  if (!language) {
+    vscode.window.showErrorMessage(`cellbox: no kernel language for '${doc.languageId}' (the daemon has: ${s.languages.map((l) => l.id).join(", ")})`);
+    return;
+  }
+  lastLanguage = language;
+  if (code === undefined) {
+    const lines: string[] = [];
+    for (let i = first; i <= last; i++) lines.push(doc.lineAt(i).text);
+    while (lines.length && lines[lines.length - 1].trim() === "") lines.pop();
+    code = lines.join("\n");
+  }
+  if (code.trim() === "") return;
+  if (config().get<boolean>("showOutput", true)) outputPanel.show();
+  // Diagnostics of the lines that run again are stale.
+  const docLines = doc.getText().split(/\r?\n/);
+  const old = (diagnostics.get(doc.uri) ?? []).filter((d) => d.range.start.line < first || d.range.start.line > last);
+  diagnostics.set(doc.uri, old);
+  const path = doc.uri.scheme === "file" ? doc.uri.fsPath : doc.uri.toString();
+  const rel = vscode.workspace.asRelativePath(doc.uri);
+  const { diagnostic } = await s.run({ path, language, code, firstLine: first, lastLine: last, docLines, label: first === last ? `${rel}:${first + 1}` : `${rel}:${first + 1}-${last + 1}` });
+  if (diagnostic) {
+    const d = new vscode.Diagnostic(new vscode.Range(diagnostic.line, diagnostic.startCol, diagnostic.line, diagnostic.endCol), diagnostic.message, vscode.DiagnosticSeverity.Error);
+    d.source = "cellbox";
+    diagnostics.set(doc.uri, [...(diagnostics.get(doc.uri) ?? []), d]);
+  }
+}
+
+async function runSelection(editor?: vscode.TextEditor) {
+  editor = editor ?? vscode.window.activeTextEditor;
+  if (!editor) return;
+  const doc = editor.document;
+  const sel = editor.selection;
+  if (sel.isEmpty) {
+    const line = sel.active.line;
+    // Shift+Enter style: run the line and move to the next one.
+    const next = Math.min(line + 1, doc.lineCount - 1);
+    if (config().get<boolean>("advanceOnRun", true) && next !== line) {
+      const p = new vscode.Position(next, doc.lineAt(next).firstNonWhitespaceCharacterIndex);
+      editor.selection = new vscode.Selection(p, p);
+    }
+    return runRange(doc, line, line);
+  }
+  const text = doc.getText(sel);
+  // A selection of whole lines runs the lines; otherwise exactly the selected text.
+  return runRange(doc, sel.start.line, sel.end.character === 0 && sel.end.line > sel.start.line ? sel.end.line - 1 : sel.end.line, sel.start.character === 0 && (sel.end.character === 0 || sel.end.character === doc.lineAt(sel.end.line).text.length) ? undefined : text);
+}
+
+function docCells(doc: vscode.TextDocument): { lines: string[]; cells: CellRange[] } {
+  const lines = doc.getText().split(/\r?\n/);
+  return { lines, cells: findCells(lines) };
+}
+
+async function runCells(doc: vscode.TextDocument, cells: CellRange[], lines: string[]) {
+  for (const c of cells) {
+    const cc = cellCode(lines, c);
+    if (!cc) continue;
+    const last = cc.line - 1 + cc.code.split("\n").length - 1;
+    await runRange(doc, cc.line - 1, last, cc.code);
+  }
+}
+
+async function resolveDoc(uri?: vscode.Uri): Promise<{ doc: vscode.TextDocument; editor?: vscode.TextEditor } | undefined> {
+  if (uri instanceof vscode.Uri) {
+    const doc = await vscode.workspace.openTextDocument(uri);
+    return { doc, editor: vscode.window.visibleTextEditors.find((e) => e.document === doc) };
+  }
+  const editor = vscode.window.activeTextEditor;
+  return editor ? { doc: editor.document, editor } : undefined;
+}
+
+async function runCellCmd(which: "cell" | "above" | "below" | "advance", uri?: vscode.Uri, line?: number) {
+  const r = await resolveDoc(uri);
+  if (!r) return;
+  const at = typeof line === "number" ? line : r.editor?.selection.active.line ?? 0;
+  const { lines, cells } = docCells(r.doc);
+  const cur = cellAt(cells, at);
+  if (!cur) return;
+  if (which === "cell" || which === "advance") {
+    if (which === "advance" && r.editor) {
+      const next = cells.find((c) => c.start > cur.start);
+      if (next) {
+        const p = new vscode.Position(Math.min(next.start + 1, r.doc.lineCount - 1), 0);
+        r.editor.selection = new vscode.Selection(p, p);
+        r.editor.revealRange(new vscode.Range(p, p));
+      }
+    }
+    return runCells(r.doc, [cur], lines);
+  }
+  if (which === "above") return runCells(r.doc, cells.filter((c) => c.end < cur.start), lines);
+  return runCells(r.doc, cells.filter((c) => c.start >= cur.start), lines);
+}
+
+class CellCodeLens implements vscode.CodeLensProvider {
+  private readonly emitter = new vscode.EventEmitter<void>();
+  readonly onDidChangeCodeLenses = this.emitter.event;
+  provideCodeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
+    if (!config().get<boolean>("codeLens", true)) return [];
+    const { lines, cells } = docCells(doc);
+    const out: vscode.CodeLens[] = [];
+    for (const c of cells) {
+      if (!c.marker || !CELL_MARKER.test(lines[c.start])) continue;
+      const range = new vscode.Range(c.start, 0, c.start, 0);
+      out.push(
+        new vscode.CodeLens(range, { title: "Run Cell", command: "cellbox.runCell", arguments: [doc.uri, c.start] }),
+        new vscode.CodeLens(range, { title: "Run Above", command: "cellbox.runAbove", arguments: [doc.uri, c.start] }),
+        new vscode.CodeLens(range, { title: "Run Below", command: "cellbox.runBelow", arguments: [doc.uri, c.start] }),
+      );
+    }
+    return out;
+  }
+}
+
+/** The kernel a text document's completion and hover go to: its notebook's, or its language's. */
+function kernelForDoc(doc: vscode.TextDocument): KernelHandle | undefined {
+  if (!session) return undefined;
+  if (doc.uri.scheme === "vscode-notebook-cell") return notebook?.kernelOfCell(doc);
+  const lang = session.languageFor(doc.languageId, doc.fileName);
+  return lang ? session.kernels.get(lang) : undefined;
+}
+
+const completion: vscode.CompletionItemProvider = {
+  async provideCompletionItems(doc, pos, token) {
+    const k = kernelForDoc(doc);
+    if (!k || !session || k.state === "dead") return undefined;
+    const code = doc.getText();
+    // positionEncoding utf-16: offsets are VS Code's own.
+    const res = await session.client.complete(k.kernelId, code, doc.offsetAt(pos));
+    if (token.isCancellationRequested) return undefined;
+    const range = new vscode.Range(doc.positionAt(res.cursorStart), doc.positionAt(res.cursorEnd));
+    return res.matches.map((m) => {
+      const item = new vscode.CompletionItem(m, vscode.CompletionItemKind.Variable);
+      item.range = range;
+      return item;
+    });
+  },
+};
+
+const hover: vscode.HoverProvider = {
+  async provideHover(doc, pos) {
+    const k = kernelForDoc(doc);
+    if (!k || !session || k.state === "dead") return undefined;
+    const res = await session.client.inspect(k.kernelId, doc.getText(), doc.offsetAt(pos));
+    if (!res.found || !res.data) return undefined;
+    const md = res.data["text/markdown"];
+    if (typeof md === "string") return new vscode.Hover(new vscode.MarkdownString(md));
+    const text = res.data["text/plain"];
+    if (typeof text !== "string") return undefined;
+    const m = new vscode.MarkdownString();
+    m.appendCodeblock(stripANSI(text), "text");
+    return new vscode.Hover(m);
+  },
+};
+
+async function pickKernel() {
+  const s = await getSession();
+  const list = await s.client.listKernels();
+  type Item = vscode.QuickPickItem & { kernelId?: string; language: string; state?: string };
+  const items: Item[] = [
+    ...list.kernels.map((k) => ({ label: `$(server-process) ${k.language}: ${k.kernelId}`, description: `${k.state} · [${k.executionCount}]`, detail: `workspace ${k.workspaceId}`, kernelId: k.kernelId, language: k.language, state: k.state })),
+    ...s.languages.filter((l) => l.available).map((l) => ({ label: `$(add) New ${l.displayName} kernel`, description: l.version, language: l.id })),
+  ];
+  const pick = await vscode.window.showQuickPick(items, { title: "cellbox: pick the kernel for its language" });
+  if (!pick) return;
+  if (pick.kernelId) await s.useKernel(pick.kernelId, pick.language, (pick.state as any) ?? "idle");
+  else await s.startKernel(pick.language, `start-${Date.now()}`);
+  lastLanguage = pick.language;
+  updateStatus();
+}
+
+async function kernelCommand(kind: "interrupt" | "restart" | "shutdown") {
+  const s = await getSession();
+  const lang = activeLanguage() ?? lastLanguage ?? [...s.kernels.keys()][0];
+  const nb = vscode.window.activeNotebookEditor?.notebook;
+  const nbKernel = nb ? notebook?.kernels.get(nb.uri.toString()) : undefined;
+  const k = nbKernel ?? (lang ? s.kernels.get(lang) : undefined);
+  if (!k) {
+    vscode.window.showInformationMessage("cellbox: no kernel to " + kind);
+    return;
+  }
+  if (kind === "interrupt") await s.client.interrupt(k.kernelId);
+  else if (kind === "restart") await s.client.restart(k.kernelId);
+  else {
+    await s.client.shutdownKernel(k.kernelId);
+    if (nbKernel && nb) notebook?.kernels.delete(nb.uri.toString());
+    else s.kernels.delete(k.language);
+    updateStatus();
+  }
+}
+
+function wrap<T extends unknown[]>(f: (...a: T) => unknown) {
+  return async (...a: T) => {
+    try {
+      await f(...a);
+    } catch (e) {
+      vscode.window.showErrorMessage(errorMessage(e));
+    }
+  };
+}
+
+export function activate(ctx: vscode.ExtensionContext) {
+  log = vscode.window.createOutputChannel("cellbox");
+  outputPanel = new OutputPanel(() => session?.model);
+  diagnostics = vscode.languages.createDiagnosticCollection("cellbox");
+  status = vscode.window.createStatusBarItem("cellbox.status", vscode.StatusBarAlignment.Left, 50);
+  status.name = "cellbox kernel";
+  status.command = "cellbox.pickKernel";
+  updateStatus("disconnected");
+  status.show();
+  content = new SandboxContentProvider(() => session);
+  checkpoints = new CheckpointsProvider(() => session);
+  const root = rootFolder();
+  if (root && config().get<string>("workspaceMode", "overlay") !== "none") {
+    scm = new CellboxScm(() => session, root, content);
+    ctx.subscriptions.push(scm);
+  }
+  notebook = new CellboxNotebookController(getSession, (f) => {
+    outputListeners.add(f);
+    return new vscode.Disposable(() => outputListeners.delete(f));
+  });
+  const fileSelectors = FILE_LANGUAGES.map((language) => ({ language, scheme: "file" }));
+  const cellSelectors = FILE_LANGUAGES.map((language) => ({ language, notebookType: "jupyter-notebook" }));
+  const reg = (id: string, f: (...a: any[]) => unknown) => ctx.subscriptions.push(vscode.commands.registerCommand(id, wrap(f)));
+  reg("cellbox.runSelection", () => runSelection());
+  reg("cellbox.runLine", () => {
+    const ed = vscode.window.activeTextEditor;
+    if (ed) return runRange(ed.document, ed.selection.active.line, ed.selection.active.line);
+  });
+  reg("cellbox.runCell", (uri?: vscode.Uri, line?: number) => runCellCmd("cell", uri, line));
+  reg("cellbox.runCellAndAdvance", (uri?: vscode.Uri, line?: number) => runCellCmd("advance", uri, line));
+  reg("cellbox.runAbove", (uri?: vscode.Uri, line?: number) => runCellCmd("above", uri, line));
+  reg("cellbox.runBelow", (uri?: vscode.Uri, line?: number) => runCellCmd("below", uri, line));
+  reg("cellbox.runFile", async (uri?: vscode.Uri) => {
+    const r = await resolveDoc(uri);
+    if (r) return runRange(r.doc, 0, r.doc.lineCount - 1);
+  });
+  reg("cellbox.interrupt", () => kernelCommand("interrupt"));
+  reg("cellbox.restart", () => kernelCommand("restart"));
+  reg("cellbox.shutdown", () => kernelCommand("shutdown"));
+  reg("cellbox.pickKernel", pickKernel);
+  reg("cellbox.showOutput", () => outputPanel.show());
+  reg("cellbox.clearOutput", () => {
+    session?.model.clear();
+    outputPanel.renderNow();
+    diagnostics.clear();
+  });
+  reg("cellbox.reconnect", async () => {
+    const old = session;
+    session = undefined;
+    await old?.client.dispose();
+    await getSession();
+  });
+  reg("cellbox.clearNotebookOutputs", () => {
+    const nb = vscode.window.activeNotebookEditor?.notebook;
+    if (nb) return notebook?.clearOutputs(nb);
+  });
+  reg("cellbox.newTerminal", async () => {
+    const s = await getSession();
+    const ws = await s.ensureWorkspace();
+    const pty = new CellboxPseudoterminal(s.client, { workspaceId: ws?.workspaceId });
+    vscode.window.createTerminal({ name: "cellbox (sandboxed)", pty, iconPath: new vscode.ThemeIcon("shield") }).show();
+  });
+  reg("cellbox.scm.refresh", async () => {
+    await getSession();
+    await scm?.refresh();
+    checkpoints.refresh();
+  });
+  reg("cellbox.scm.commit", (...states: vscode.SourceControlResourceState[]) => scm?.commit(states.flat().filter((x) => x && (x as any).resourceUri)));
+  reg("cellbox.scm.discard", async (...states: vscode.SourceControlResourceState[]) => {
+    const list = states.flat().filter((x) => x && (x as any).resourceUri);
+    const ok = await vscode.window.showWarningMessage(`Discard the sandbox's changes to ${list.length} file(s)?`, { modal: true }, "Discard");
+    if (ok) await scm?.discard(list);
+  });
+  reg("cellbox.scm.commitAll", async () => {
+    const name = scm?.scm.inputBox.value.trim();
+    if (name) {
+      const s = await getSession();
+      if (s.workspace) await s.client.checkpoint(s.workspace.workspaceId, `before commit: ${name}`);
+      scm!.scm.inputBox.value = "";
+    }
+    await scm?.commit();
+    checkpoints.refresh();
+  });
+  reg("cellbox.scm.discardAll", async () => {
+    const ok = await vscode.window.showWarningMessage("Discard every change the sandbox made?", { modal: true }, "Discard All");
+    if (ok) await scm?.discard();
+  });
+  reg("cellbox.scm.openDiff", async () => {
+    const text = await scm?.diffText();
+    const doc = await vscode.workspace.openTextDocument({ content: text ?? "", language: "diff" });
+    await vscode.window.showTextDocument(doc, { preview: true });
+  });
+  reg("cellbox.checkpoint.create", async () => {
+    const s = await getSession();
+    const ws = await s.ensureWorkspace();
+    if (!ws) throw new Error("cellbox: no workspace (cellbox.workspaceMode is none or no folder is open)");
+    const name = await vscode.window.showInputBox({ prompt: "Checkpoint name", value: `checkpoint ${new Date().toLocaleTimeString()}` });
+    if (name === undefined) return;
+    await s.client.checkpoint(ws.workspaceId, name || undefined);
+    checkpoints.refresh();
+  });
+  reg("cellbox.checkpoint.restore", async (item: CheckpointItem) => {
+    const s = await getSession();
+    if (!s.workspace || !item) return;
+    await s.client.restore(s.workspace.workspaceId, item.checkpoint.checkpointId);
+    checkpoints.refresh();
+    await scm?.refresh();
+  });
+  reg("cellbox.checkpoint.delete", async (item: CheckpointItem) => {
+    const s = await getSession();
+    if (!s.workspace || !item) return;
+    await s.client.deleteCheckpoint(s.workspace.workspaceId, item.checkpoint.checkpointId);
+    checkpoints.refresh();
+  });
+  reg("cellbox.checkpoint.refresh", () => checkpoints.refresh());
+
+  ctx.subscriptions.push(
+    log,
+    outputPanel,
+    diagnostics,
+    status,
+    notebook,
+    vscode.languages.registerCodeLensProvider(fileSelectors, new CellCodeLens()),
+    vscode.languages.registerCompletionItemProvider([...cellSelectors, ...fileSelectors], completion, "."),
+    vscode.languages.registerHoverProvider([...cellSelectors, ...fileSelectors], hover),
+    vscode.workspace.registerTextDocumentContentProvider(SCHEME, content),
+    vscode.window.registerTreeDataProvider("cellbox.checkpoints", checkpoints),
+    vscode.window.registerTerminalProfileProvider("cellbox.terminal", {
+      async provideTerminalProfile() {
+        const s = await getSession();
+        const ws = await s.ensureWorkspace();
+        return new vscode.TerminalProfile({ name: "cellbox (sandboxed)", pty: new CellboxPseudoterminal(s.client, { workspaceId: ws?.workspaceId }) });
+      },
+    }),
+    vscode.window.onDidChangeActiveTextEditor(() => updateStatus(session ? undefined : "disconnected")),
+    new vscode.Disposable(() => {
+      for (const d of sessionSubs.splice(0)) d.dispose();
+    }),
+  );
+  // With a workspace folder, connect at once so the SCM view shows the sandbox's pending changes.
+  if (scm && config().get<boolean>("connectOnStartup", true)) {
+    getSession().catch((e) => log.appendLine(errorMessage(e)));
+  }
+}
+
+/**
+ * Closes the connection without shutting kernels down: under `cellbox connect` (and websocket)
+ * they outlive the editor, and cellbox: Pick Kernel attaches to them again.
+ */
+export function deactivate() {
+  const s = session;
+  session = undefined;
+  s?.client.close();
+}

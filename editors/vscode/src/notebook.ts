@@ -1,0 +1,205 @@
+// A NotebookController that runs .ipynb notebooks (notebook type jupyter-notebook) on cellbox
+// kernels: one kernel per notebook, cells run in the order given (each waits for the one before),
+// outputs streamed into the cell, display updates and clear_output honoured, interrupt.
+import * as vscode from "vscode";
+import { CancellationTokenSource } from "vscode-jsonrpc/node";
+import type { Session, KernelHandle } from "./session";
+import { newExecutionId } from "./session";
+import { applyOutput, OutputItem } from "./outputs";
+import { errorMessage } from "./client";
+import type { KernelOutputParams } from "./protocol";
+
+export const NOTEBOOK_TYPES = ["jupyter-notebook"];
+
+/** VS Code's cell languageId -> the cellbox language. */
+export function cellLanguage(languageId: string): string {
+  return languageId === "shellscript" ? "bash" : languageId;
+}
+
+/** A cell's outputs as VS Code notebook outputs. */
+export function toCellOutputs(items: OutputItem[], executionCount?: number): vscode.NotebookCellOutput[] {
+  return items.map((o) => {
+    switch (o.kind) {
+      case "stream":
+        return new vscode.NotebookCellOutput([o.name === "stderr" ? vscode.NotebookCellOutputItem.stderr(o.text) : vscode.NotebookCellOutputItem.stdout(o.text)]);
+      case "error": {
+        const err = new Error(o.evalue);
+        err.name = o.ename;
+        err.stack = o.traceback.join("\n");
+        return new vscode.NotebookCellOutput([vscode.NotebookCellOutputItem.error(err)]);
+      }
+      default: {
+        const outItems: vscode.NotebookCellOutputItem[] = [];
+        for (const [mime, v] of Object.entries(o.data)) {
+          if (mime === "image/png" || mime === "image/jpeg" || mime === "image/gif") {
+            outItems.push(new vscode.NotebookCellOutputItem(Buffer.from(String(v), "base64"), mime));
+          } else if (mime === "application/json" || (typeof v !== "string" && !Array.isArray(v))) {
+            outItems.push(vscode.NotebookCellOutputItem.json(v, mime));
+          } else {
+            outItems.push(vscode.NotebookCellOutputItem.text(Array.isArray(v) ? v.join("") : String(v), mime));
+          }
+        }
+        const meta: Record<string, unknown> = { outputType: o.kind === "result" ? "execute_result" : "display_data" };
+        if (o.kind === "result" && executionCount) meta.executionCount = executionCount;
+        if (o.displayId) meta.transient = { display_id: o.displayId };
+        return new vscode.NotebookCellOutput(outItems, meta);
+      }
+    }
+  });
+}
+
+interface Running {
+  exec: vscode.NotebookCellExecution;
+  items: OutputItem[];
+  state: { clearPending?: boolean };
+  count?: number;
+}
+
+export class CellboxNotebookController implements vscode.Disposable {
+  readonly controllers: vscode.NotebookController[] = [];
+  /** notebook uri -> its kernel */
+  readonly kernels = new Map<string, KernelHandle>();
+  /** notebook uri -> the tail of its execution queue */
+  private readonly queues = new Map<string, Promise<void>>();
+  /** executionId -> the cell execution its outputs go to */
+  private readonly running = new Map<string, Running>();
+  private readonly subs: vscode.Disposable[] = [];
+
+  constructor(private readonly session: () => Promise<Session>, private readonly onOutputSub: (f: (p: KernelOutputParams) => void) => vscode.Disposable) {
+    for (const type of NOTEBOOK_TYPES) {
+      const c = vscode.notebooks.createNotebookController(`cellbox-${type}`, type, "cellbox (sandboxed)");
+      c.supportedLanguages = ["python", "javascript", "shellscript"];
+      c.supportsExecutionOrder = true;
+      c.description = "Runs cells in a cellbox kernel";
+      c.executeHandler = (cells, nb, ctrl) => this.execute(cells, nb, ctrl);
+      c.interruptHandler = (nb) => this.interrupt(nb);
+      this.controllers.push(c);
+    }
+    this.subs.push(this.onOutputSub((p) => this.onOutput(p)));
+  }
+
+  private onOutput(p: KernelOutputParams) {
+    if (p.kind === "display" && p.update && p.displayId) {
+      // A display update reaches every running cell that shows that display.
+      for (const r of this.running.values()) {
+        if (r.items.some((o) => o.kind !== "stream" && o.kind !== "error" && o.displayId === p.displayId)) {
+          r.items = applyOutput(r.items, p, r.state);
+          r.exec.replaceOutput(toCellOutputs(r.items, r.count));
+        }
+      }
+      return;
+    }
+    const r = this.running.get(p.executionId);
+    if (!r) return;
+    r.items = applyOutput(r.items, p, r.state);
+    r.exec.replaceOutput(toCellOutputs(r.items, r.count));
+  }
+
+  /** The kernel of a notebook, started for its language on first use. */
+  async kernelFor(nb: vscode.NotebookDocument, languageId: string): Promise<KernelHandle> {
+    const key = nb.uri.toString();
+    const k = this.kernels.get(key);
+    if (k && k.state !== "dead") return k;
+    const s = await this.session();
+    const md = (nb.metadata ?? {}) as any;
+    const lang = md?.metadata?.kernelspec?.language ?? md?.custom?.metadata?.kernelspec?.language ?? cellLanguage(languageId);
+    const h = await s.startKernel(s.languageFor(lang) ?? lang, undefined, false);
+    this.kernels.set(key, h);
+    return h;
+  }
+
+  /** Runs cells in order, after whatever the notebook already has queued. */
+  execute(cells: vscode.NotebookCell[], nb: vscode.NotebookDocument, ctrl: vscode.NotebookController): Promise<void> {
+    const key = nb.uri.toString();
+    // Every cell shows as pending at once, as VS Code does for queued cells.
+    const execs = cells.map((cell) => ctrl.createNotebookCellExecution(cell));
+    const prev = this.queues.get(key) ?? Promise.resolve();
+    const run = prev.then(async () => {
+      let failed = false;
+      for (let i = 0; i < cells.length; i++) {
+        const exec = execs[i];
+        if (failed || exec.token.isCancellationRequested) {
+          exec.start(Date.now());
+          exec.end(undefined, Date.now());
+          continue;
+        }
+        const ok = await this.runCell(cells[i], nb, exec);
+        if (!ok) failed = true; // stopOnError: the cells after a failed one do not run
+      }
+    });
+    const tail = run.catch(() => undefined);
+    this.queues.set(key, tail);
+    return tail;
+  }
+
+  private async runCell(cell: vscode.NotebookCell, nb: vscode.NotebookDocument, exec: vscode.NotebookCellExecution): Promise<boolean> {
+    exec.start(Date.now());
+    await exec.clearOutput();
+    let k: KernelHandle;
+    let s: Session;
+    try {
+      s = await this.session();
+      k = await this.kernelFor(nb, cell.document.languageId);
+    } catch (e) {
+      await exec.replaceOutput([new vscode.NotebookCellOutput([vscode.NotebookCellOutputItem.error(new Error(errorMessage(e)))])]);
+      exec.end(false, Date.now());
+      return false;
+    }
+    const id = newExecutionId("nb");
+    const r: Running = { exec, items: [], state: {} };
+    this.running.set(id, r);
+    const cts = new CancellationTokenSource();
+    const sub = exec.token.onCancellationRequested(() => cts.cancel());
+    try {
+      const res = await s.client.execute({ kernelId: k.kernelId, code: cell.document.getText(), executionId: id, allowStdin: true, stopOnError: true, source: { path: cell.document.uri.toString(), line: 1 } }, cts.token);
+      r.count = res.executionCount;
+      exec.executionOrder = res.executionCount || undefined;
+      if (res.error && !r.items.some((o) => o.kind === "error")) r.items.push({ kind: "error", ...res.error });
+      await exec.replaceOutput(toCellOutputs(r.items, r.count));
+      exec.end(res.status === "ok", Date.now());
+      return res.status === "ok";
+    } catch (e) {
+      r.items.push({ kind: "error", ename: "cellbox", evalue: errorMessage(e), traceback: [] });
+      await exec.replaceOutput(toCellOutputs(r.items));
+      exec.end(false, Date.now());
+      return false;
+    } finally {
+      sub.dispose();
+      this.running.delete(id);
+    }
+  }
+
+  async interrupt(nb: vscode.NotebookDocument) {
+    const k = this.kernels.get(nb.uri.toString());
+    if (!k) return;
+    const s = await this.session();
+    await s.client.interrupt(k.kernelId);
+  }
+
+  /** The kernel of the notebook that holds this cell document (completion, hover). */
+  kernelOfCell(doc: vscode.TextDocument): KernelHandle | undefined {
+    for (const nb of vscode.workspace.notebookDocuments) {
+      if (nb.getCells().some((c) => c.document === doc)) {
+        return this.kernels.get(nb.uri.toString());
+      }
+    }
+    return undefined;
+  }
+
+  /** Clears every cell's outputs (cellbox: Clear Notebook Outputs). */
+  async clearOutputs(nb: vscode.NotebookDocument) {
+    const ctrl = this.controllers.find((c) => (c as any).notebookType === nb.notebookType) ?? this.controllers[0];
+    for (const cell of nb.getCells()) {
+      if (cell.kind !== vscode.NotebookCellKind.Code) continue;
+      const e = ctrl.createNotebookCellExecution(cell);
+      e.start();
+      await e.clearOutput();
+      e.end(undefined);
+    }
+  }
+
+  dispose() {
+    for (const c of this.controllers) c.dispose();
+    for (const s of this.subs) s.dispose();
+  }
+}

@@ -1,0 +1,196 @@
+// A session: one connection to the daemon, the workspace of the VS Code folder, a kernel per
+// language, and the output view's model. No `vscode` import: the extension wires it to the UI,
+// the tests drive it against the real daemon.
+import { CancellationToken, Emitter, Event } from "vscode-jsonrpc/node";
+import { CellboxClient, errorMessage } from "./client";
+import { OutputModel, Execution } from "./outputs";
+import { diagnosticFor, DiagnosticSpec } from "./errors";
+import type { KernelState, KernelStartParams, WorkspaceInfo, LanguageCapability, WorkspaceMode, SandboxMode, NetworkMode, Limits } from "./protocol";
+
+export interface KernelHandle {
+  kernelId: string;
+  language: string;
+  state: KernelState;
+  reason?: string;
+  version?: string;
+}
+
+export interface SessionOptions {
+  /** The project directory (the VS Code workspace folder); absent: kernels get scratch workspaces. */
+  root?: string;
+  workspaceMode?: WorkspaceMode;
+  sandbox?: SandboxMode;
+  network?: NetworkMode;
+  limits?: Limits;
+  timeoutMs?: number;
+}
+
+/** What ran and where: a document's path, language, lines, and the 0-based range that ran. */
+export interface RunRequest {
+  path: string;
+  language: string;
+  code: string;
+  /** 0-based first line of code in the document. */
+  firstLine: number;
+  /** 0-based last line. */
+  lastLine: number;
+  /** The document's lines, for the diagnostic's range. */
+  docLines?: string[];
+  label?: string;
+}
+
+export interface RunOutcome {
+  execution: Execution;
+  diagnostic?: DiagnosticSpec;
+}
+
+let seq = 0;
+/** A fresh executionId. */
+export function newExecutionId(prefix = "vscode"): string {
+  return `${prefix}-${process.pid}-${Date.now().toString(36)}-${++seq}`;
+}
+
+export class Session {
+  readonly model = new OutputModel();
+  workspace?: WorkspaceInfo;
+  /** language -> the kernel code of that language runs on */
+  readonly kernels = new Map<string, KernelHandle>();
+  /** kernels started for notebooks, by kernelId */
+  readonly extra = new Map<string, KernelHandle>();
+  private readonly starting = new Map<string, Promise<KernelHandle>>();
+
+  private readonly _onModel = new Emitter<Execution[]>();
+  private readonly _onKernels = new Emitter<void>();
+  readonly onModelChange: Event<Execution[]> = this._onModel.event;
+  readonly onKernelsChange: Event<void> = this._onKernels.event;
+
+  constructor(readonly client: CellboxClient, readonly opts: SessionOptions = {}) {
+    client.onOutput((p) => {
+      const changed = this.model.apply(p);
+      if (changed.length) this._onModel.fire(changed);
+    });
+    client.onStatus((p) => {
+      for (const k of [...this.kernels.values(), ...this.extra.values()]) {
+        if (k.kernelId === p.kernelId) {
+          k.state = p.state;
+          k.reason = p.reason;
+        }
+      }
+      this._onKernels.fire();
+    });
+  }
+
+  get languages(): LanguageCapability[] {
+    return this.client.info?.capabilities.languages ?? [];
+  }
+
+  /** The cellbox language for a VS Code languageId or a file name, if the daemon has it. */
+  languageFor(languageId: string, fileName?: string): string | undefined {
+    const alias: Record<string, string> = { shellscript: "bash", sh: "bash", javascript: "javascript", typescript: "typescript", python: "python" };
+    const langs = this.languages;
+    const byId = langs.find((l) => l.id === languageId || l.id === alias[languageId]);
+    if (byId) return byId.id;
+    if (fileName) {
+      const ext = fileName.slice(fileName.lastIndexOf("."));
+      const byExt = langs.find((l) => l.fileExtensions.includes(ext));
+      if (byExt) return byExt.id;
+    }
+    return undefined;
+  }
+
+  /** Opens the workspace of opts.root (once). */
+  async ensureWorkspace(): Promise<WorkspaceInfo | undefined> {
+    if (!this.opts.root) return undefined;
+    if (!this.workspace) {
+      this.workspace = await this.client.openWorkspace({ root: this.opts.root, mode: this.opts.workspaceMode ?? "overlay" });
+    }
+    return this.workspace;
+  }
+
+  /** The kernel for a language, started (in the workspace) on first use. */
+  async kernel(language: string, workDoneToken: string = `kernel-start-${++seq}`): Promise<KernelHandle> {
+    const k = this.kernels.get(language);
+    if (k && k.state !== "dead") return k;
+    let p = this.starting.get(language);
+    if (!p) {
+      p = this.startKernel(language, workDoneToken).finally(() => this.starting.delete(language));
+      this.starting.set(language, p);
+    }
+    return p;
+  }
+
+  /** Starts a kernel; register: it becomes the language's kernel for files (notebooks keep their own). */
+  async startKernel(language: string, workDoneToken?: string, register = true): Promise<KernelHandle> {
+    const ws = await this.ensureWorkspace();
+    const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, network: this.opts.network, limits: this.opts.limits, workDoneToken };
+    const res = await this.client.startKernel(params);
+    const h: KernelHandle = { kernelId: res.kernelId, language: res.language, state: "idle", version: res.languageInfo?.version };
+    if (register) this.kernels.set(language, h);
+    else this.extra.set(h.kernelId, h);
+    this._onKernels.fire();
+    return h;
+  }
+
+  /** Uses an existing kernel (from kernel/list) for its language: attaches to it. */
+  async useKernel(kernelId: string, language: string, state: KernelState = "idle"): Promise<KernelHandle> {
+    await this.client.attach(kernelId);
+    const h: KernelHandle = { kernelId, language, state };
+    this.kernels.set(language, h);
+    this._onKernels.fire();
+    return h;
+  }
+
+  /** Runs code of a document in its language's kernel; the model follows its outputs. */
+  async run(r: RunRequest, token?: CancellationToken): Promise<RunOutcome> {
+    const k = await this.kernel(r.language);
+    const id = newExecutionId();
+    const ex = this.model.begin({ id, kernelId: k.kernelId, code: r.code, label: r.label });
+    this._onModel.fire([ex]);
+    try {
+      const res = await this.client.execute(
+        { kernelId: k.kernelId, code: r.code, executionId: id, source: { path: r.path, line: r.firstLine + 1 }, allowStdin: true, timeoutMs: this.opts.timeoutMs },
+        token,
+      );
+      this.model.finish(id, res);
+      this._onModel.fire([ex]);
+      let diagnostic: DiagnosticSpec | undefined;
+      if (res.error && (res.status === "error" || res.status === "timeout")) {
+        diagnostic = diagnosticFor(res.error, r.path, k.language, r.docLines ?? r.code.split("\n"), r.docLines ? r.firstLine : 0);
+      }
+      return { execution: ex, diagnostic };
+    } catch (e) {
+      this.model.finish(id, undefined, errorMessage(e));
+      if ((e as { code?: number }).code === -32800) ex.status = "interrupted"; // $/cancelRequest interrupted it
+      this._onModel.fire([ex]);
+      return { execution: ex };
+    }
+  }
+
+  /** The kernels of this session, for interrupt/restart/shutdown. */
+  kernelById(kernelId: string): KernelHandle | undefined {
+    return [...this.kernels.values(), ...this.extra.values()].find((k) => k.kernelId === kernelId);
+  }
+
+  async interrupt(language: string) {
+    const k = this.kernels.get(language);
+    if (k) await this.client.interrupt(k.kernelId);
+  }
+
+  async restart(language: string) {
+    const k = this.kernels.get(language);
+    if (k) await this.client.restart(k.kernelId);
+  }
+
+  async shutdown(language: string) {
+    const k = this.kernels.get(language);
+    if (!k) return;
+    this.kernels.delete(language);
+    this._onKernels.fire();
+    await this.client.shutdownKernel(k.kernelId);
+  }
+
+  dispose() {
+    this._onModel.dispose();
+    this._onKernels.dispose();
+  }
+}

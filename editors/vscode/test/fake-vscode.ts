@@ -1,0 +1,311 @@
+// A fake of the few parts of the `vscode` module that the tested code uses, for tests that run
+// under plain Node where no VS Code host runs. Only the API surface is faked: every call the code
+// makes to the daemon goes to the real cellbox binary. The test bundles alias `vscode` to this file.
+import * as nodePath from "node:path";
+
+export class Disposable {
+  constructor(private readonly f: () => void) {}
+  static from(...ds: { dispose(): unknown }[]) {
+    return new Disposable(() => ds.forEach((d) => d.dispose()));
+  }
+  dispose() {
+    this.f();
+  }
+}
+
+export class EventEmitter<T> {
+  private listeners = new Set<(e: T) => unknown>();
+  event = (l: (e: T) => unknown) => {
+    this.listeners.add(l);
+    return new Disposable(() => this.listeners.delete(l));
+  };
+  fire(e: T) {
+    for (const l of [...this.listeners]) l(e);
+  }
+  dispose() {
+    this.listeners.clear();
+  }
+}
+
+export class Uri {
+  private constructor(readonly scheme: string, readonly path: string, readonly query = "", readonly fragment = "") {}
+  static file(p: string) {
+    return new Uri("file", nodePath.resolve(p));
+  }
+  static from(c: { scheme: string; path?: string; query?: string; fragment?: string }) {
+    return new Uri(c.scheme, c.path ?? "", c.query ?? "", c.fragment ?? "");
+  }
+  static parse(s: string) {
+    const u = new URL(s);
+    return new Uri(u.protocol.replace(/:$/, ""), decodeURIComponent(u.pathname), u.search.replace(/^\?/, ""));
+  }
+  get fsPath() {
+    return this.path;
+  }
+  toString() {
+    return `${this.scheme}:${this.scheme === "file" ? "//" : ""}${this.path}${this.query ? `?${this.query}` : ""}`;
+  }
+}
+
+export enum NotebookCellKind {
+  Markup = 1,
+  Code = 2,
+}
+
+export class NotebookCellOutputItem {
+  constructor(readonly data: Uint8Array, readonly mime: string) {}
+  static text(s: string, mime = "text/plain") {
+    return new NotebookCellOutputItem(Buffer.from(s, "utf8"), mime);
+  }
+  static stdout(s: string) {
+    return NotebookCellOutputItem.text(s, "application/vnd.code.notebook.stdout");
+  }
+  static stderr(s: string) {
+    return NotebookCellOutputItem.text(s, "application/vnd.code.notebook.stderr");
+  }
+  static json(v: unknown, mime = "text/x-json") {
+    return NotebookCellOutputItem.text(JSON.stringify(v), mime);
+  }
+  static error(e: Error) {
+    return NotebookCellOutputItem.text(JSON.stringify({ name: e.name, message: e.message, stack: e.stack }), "application/vnd.code.notebook.error");
+  }
+  /** For the tests: the item's bytes as text. */
+  get text() {
+    return Buffer.from(this.data).toString("utf8");
+  }
+}
+
+export class NotebookCellOutput {
+  constructor(readonly items: NotebookCellOutputItem[], readonly metadata?: Record<string, unknown>) {}
+}
+
+export class CancellationTokenSource {
+  private readonly emitter = new EventEmitter<void>();
+  token = { isCancellationRequested: false, onCancellationRequested: this.emitter.event };
+  cancel() {
+    if (!this.token.isCancellationRequested) {
+      this.token.isCancellationRequested = true;
+      this.emitter.fire();
+    }
+  }
+}
+
+/** A NotebookCellExecution that records what the controller did, in order, into `events`. */
+export class FakeCellExecution {
+  readonly cts = new CancellationTokenSource();
+  readonly token = this.cts.token;
+  executionOrder?: number;
+  outputs: NotebookCellOutput[] = [];
+  started = false;
+  success?: boolean;
+  ended = false;
+  constructor(readonly cell: any, readonly events: string[]) {
+    events.push(`create ${cell.index}`);
+  }
+  start(_t?: number) {
+    this.started = true;
+    this.events.push(`start ${this.cell.index}`);
+  }
+  end(success: boolean | undefined, _t?: number) {
+    this.ended = true;
+    this.success = success;
+    this.events.push(`end ${this.cell.index} ${success} order=${this.executionOrder}`);
+  }
+  async clearOutput() {
+    this.outputs = [];
+  }
+  async replaceOutput(o: NotebookCellOutput[]) {
+    this.outputs = o;
+  }
+  async appendOutput(o: NotebookCellOutput[]) {
+    this.outputs = [...this.outputs, ...o];
+  }
+}
+
+export class FakeNotebookController {
+  supportedLanguages?: string[];
+  supportsExecutionOrder?: boolean;
+  description?: string;
+  executeHandler?: (cells: any[], nb: any, c: any) => unknown;
+  interruptHandler?: (nb: any) => unknown;
+  readonly events: string[] = [];
+  readonly executions: FakeCellExecution[] = [];
+  constructor(readonly id: string, readonly notebookType: string, readonly label: string) {}
+  createNotebookCellExecution(cell: any) {
+    const e = new FakeCellExecution(cell, this.events);
+    this.executions.push(e);
+    return e;
+  }
+  dispose() {}
+}
+
+export const created = { controllers: [] as FakeNotebookController[], sourceControls: [] as any[], warnings: [] as string[] };
+
+export const notebooks = {
+  createNotebookController(id: string, type: string, label: string) {
+    const c = new FakeNotebookController(id, type, label);
+    created.controllers.push(c);
+    return c;
+  },
+};
+
+export const scm = {
+  createSourceControl(id: string, label: string, rootUri?: Uri) {
+    const sc = {
+      id,
+      label,
+      rootUri,
+      count: 0,
+      inputBox: { value: "", placeholder: "" },
+      acceptInputCommand: undefined as unknown,
+      quickDiffProvider: undefined as unknown,
+      groups: [] as any[],
+      createResourceGroup(gid: string, glabel: string) {
+        const g = { id: gid, label: glabel, resourceStates: [] as any[], hideWhenEmpty: false, dispose() {} };
+        sc.groups.push(g);
+        return g;
+      },
+      dispose() {},
+    };
+    created.sourceControls.push(sc);
+    return sc;
+  },
+};
+
+export const window = {
+  showWarningMessage(msg: string) {
+    created.warnings.push(msg);
+    return Promise.resolve(undefined);
+  },
+  showErrorMessage(msg: string) {
+    created.warnings.push(msg);
+    return Promise.resolve(undefined);
+  },
+};
+
+export const workspace = { notebookDocuments: [] as any[] };
+
+export enum TreeItemCollapsibleState {
+  None = 0,
+  Collapsed = 1,
+  Expanded = 2,
+}
+export class TreeItem {
+  description?: string;
+  tooltip?: string;
+  contextValue?: string;
+  iconPath?: unknown;
+  constructor(readonly label: string, readonly collapsibleState?: TreeItemCollapsibleState) {}
+}
+export class ThemeIcon {
+  constructor(readonly id: string) {}
+}
+
+// What extension.ts's activate() touches: recorded so that a test can check the wiring.
+export const registered = { commands: new Map<string, (...a: any[]) => unknown>(), providers: [] as string[] };
+let config: Record<string, unknown> = {};
+export function setConfig(c: Record<string, unknown>) {
+  config = c;
+}
+export enum StatusBarAlignment {
+  Left = 1,
+  Right = 2,
+}
+export class ThemeColor {
+  constructor(readonly id: string) {}
+}
+export enum ProgressLocation {
+  SourceControl = 1,
+  Window = 10,
+  Notification = 15,
+}
+export enum ViewColumn {
+  Active = -1,
+  Beside = -2,
+}
+export const statusItems: any[] = [];
+Object.assign(window, {
+  activeTextEditor: undefined,
+  visibleTextEditors: [],
+  activeNotebookEditor: undefined,
+  createOutputChannel: (name: string) => ({ name, lines: [] as string[], appendLine(l: string) { this.lines.push(l); }, dispose() {} }),
+  createStatusBarItem: (id: string) => {
+    const s = { id, text: "", tooltip: "", command: "", name: "", backgroundColor: undefined, visible: false, show() { s.visible = true; }, hide() {}, dispose() {} };
+    statusItems.push(s);
+    return s;
+  },
+  registerTreeDataProvider: (id: string) => (registered.providers.push(`tree:${id}`), new Disposable(() => {})),
+  registerTerminalProfileProvider: (id: string) => (registered.providers.push(`terminal:${id}`), new Disposable(() => {})),
+  onDidChangeActiveTextEditor: () => new Disposable(() => {}),
+  withProgress: (_o: unknown, task: (p: unknown) => Promise<unknown>) => task({ report() {} }),
+});
+export const commands = {
+  registerCommand(id: string, f: (...a: any[]) => unknown) {
+    registered.commands.set(id, f);
+    return new Disposable(() => registered.commands.delete(id));
+  },
+  executeCommand(id: string, ...a: any[]) {
+    return Promise.resolve(registered.commands.get(id)?.(...a));
+  },
+};
+export const languages = {
+  createDiagnosticCollection: (name: string) => {
+    const m = new Map<string, unknown[]>();
+    return { name, get: (u: Uri) => m.get(u.toString()), set: (u: Uri, d: unknown[]) => m.set(u.toString(), d), clear: () => m.clear(), dispose() {} };
+  },
+  registerCodeLensProvider: () => (registered.providers.push("codelens"), new Disposable(() => {})),
+  registerCompletionItemProvider: () => (registered.providers.push("completion"), new Disposable(() => {})),
+  registerHoverProvider: () => (registered.providers.push("hover"), new Disposable(() => {})),
+};
+Object.assign(workspace, {
+  workspaceFolders: undefined as undefined | { uri: Uri }[],
+  getConfiguration: () => ({ get: (k: string, d?: unknown) => (k in config ? config[k] : d) }),
+  registerTextDocumentContentProvider: (scheme: string) => (registered.providers.push(`content:${scheme}`), new Disposable(() => {})),
+});
+export const extensions = { getExtension: () => undefined };
+export class Position {
+  constructor(readonly line: number, readonly character: number) {}
+}
+export class Range {
+  readonly start: Position;
+  readonly end: Position;
+  constructor(a: number | Position, b: number | Position, c?: number, d?: number) {
+    this.start = typeof a === "number" ? new Position(a, b as number) : a;
+    this.end = typeof a === "number" ? new Position(c!, d!) : (b as Position);
+  }
+}
+export class Selection extends Range {}
+export enum DiagnosticSeverity {
+  Error = 0,
+  Warning = 1,
+}
+export class Diagnostic {
+  source?: string;
+  constructor(readonly range: Range, readonly message: string, readonly severity?: DiagnosticSeverity) {}
+}
+export class CodeLens {
+  constructor(readonly range: Range, readonly command?: unknown) {}
+}
+export class MarkdownString {
+  value = "";
+  constructor(v = "") {
+    this.value = v;
+  }
+  appendCodeblock(code: string, lang = "") {
+    this.value += "\n```" + lang + "\n" + code + "\n```\n";
+    return this;
+  }
+}
+export class Hover {
+  constructor(readonly contents: unknown) {}
+}
+export enum CompletionItemKind {
+  Variable = 5,
+}
+export class CompletionItem {
+  range?: Range;
+  constructor(readonly label: string, readonly kind?: CompletionItemKind) {}
+}
+export class TerminalProfile {
+  constructor(readonly options: unknown) {}
+}
