@@ -632,10 +632,10 @@ func (k *Kernel) Detach(s Sink) {
 // Interrupt is kernel/interrupt: SIGINT to the running code, as ^C.
 func (k *Kernel) Interrupt() error {
 	k.mu.Lock()
-	d, st, busy := k.drv, k.state, k.current != nil
+	d, st, busy, reason := k.drv, k.state, k.current != nil, k.deadReason
 	k.mu.Unlock()
 	if st == protocol.KernelStateDead || d == nil {
-		return fmt.Errorf("%w: kernel %s died (%s); restart it with kernel/restart", ErrDead, k.id, k.deadReason)
+		return fmt.Errorf("%w: kernel %s died (%s); restart it with kernel/restart", ErrDead, k.id, reason)
 	}
 	if !busy {
 		return nil // nothing runs; a stray SIGINT would only race the next execution

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	_ "embed"
 	"os"
 	"strings"
@@ -188,8 +189,11 @@ func TestInputAndDeath(t *testing.T) {
 	for k.Info().State != protocol.KernelStateDead && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := k.Execute(context.Background(), ExecRequest{Params: protocol.KernelExecuteParams{Code: "out x"}, Sink: s}); err == nil {
-		t.Fatal("a dead kernel ran code")
+	if _, err := k.Execute(context.Background(), ExecRequest{Params: protocol.KernelExecuteParams{Code: "out x"}, Sink: s}); !errors.Is(err, ErrDead) {
+		t.Fatalf("a dead kernel's execute: %v", err)
+	}
+	if err := k.Interrupt(); !errors.Is(err, ErrDead) || !strings.Contains(err.Error(), "exited with code 3") {
+		t.Fatalf("a dead kernel's interrupt: %v", err)
 	}
 	if err := k.Restart(context.Background()); err != nil {
 		t.Fatal(err)
