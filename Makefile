@@ -25,7 +25,7 @@ serve: build
 
 # Every test: go vet is clean, the generated client types are fresh, the
 # unit, end-to-end, attack-suite and fuzz-corpus tests pass built as the
-# release is (without cgo), and the transport packages pass again under the
+# release is (without cgo), and the transport and kernel packages pass again under the
 # race detector (which needs cgo). Set CELLBOX_TEST_USER to an unprivileged
 # user to also run the sandbox tests as that user (CI does; .ci/run creates
 # the user). The browser IDE's tests need /usr/bin/chromium (apt package
@@ -33,7 +33,7 @@ serve: build
 test: ui
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./...
-	$(GO) test -race -count=1 -timeout 20m ./rpc/... ./protocol/...
+	$(GO) test -race -count=1 -timeout 20m ./rpc/... ./protocol/... ./kernel/...
 	bash editors/browser/test/run.sh
 	bash editors/neovim/test/run.sh
 	bash editors/vscode/test/run.sh
