@@ -72,6 +72,7 @@ type Kernel struct {
 	startedAt    time.Time
 	lastActivity time.Time
 	restarting   bool
+	restarted    chan struct{} // closed when the restart under way ends
 	shut         bool
 	nextReq      int
 
@@ -255,6 +256,13 @@ func (k *Kernel) run(e *execution) {
 		storeHistory = *p.StoreHistory && !p.Silent
 	}
 	k.mu.Lock()
+	// An execution queued while the kernel restarts runs on the new one.
+	for k.restarting {
+		ch := k.restarted
+		k.mu.Unlock()
+		<-ch
+		k.mu.Lock()
+	}
 	d := k.drv
 	if k.state == protocol.KernelStateDead || d == nil {
 		reason := k.deadReason
@@ -662,12 +670,26 @@ func (k *Kernel) restart(ctx context.Context, old *driver) error {
 		k.mu.Unlock()
 		return fmt.Errorf("%w: no kernel %q (it was shut down)", ErrNotFound, k.id)
 	}
-	if k.restarting || k.drv != old {
+	if k.restarting {
+		// Someone else restarts it: answer when that restart is done.
+		ch := k.restarted
 		k.mu.Unlock()
-		return nil // someone else restarts it
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	if k.drv != old {
+		k.mu.Unlock()
+		return nil // restarted already
 	}
 	k.restarting = true
+	k.restarted = make(chan struct{})
+	done := k.restarted
 	k.mu.Unlock()
+	defer close(done)
 	k.setState(protocol.KernelStateRestarting, "")
 	k.abortQueued("the kernel was restarted")
 	if old != nil {

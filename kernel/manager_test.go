@@ -2,8 +2,8 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	_ "embed"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -206,5 +206,37 @@ func TestInputAndDeath(t *testing.T) {
 	}
 	if _, err := m.Get(k.id); err == nil {
 		t.Fatal("shut down kernel still listed")
+	}
+}
+
+// TestExecuteDuringRestart: an execution sent while the kernel restarts
+// waits for the new interpreter (it does not fail on the old one), and a
+// second restart request answers when the first is done.
+func TestExecuteDuringRestart(t *testing.T) {
+	m := newTestManager(t, Options{})
+	s := &sink{}
+	k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "probe", Env: map[string]string{"PROBE_START_DELAY": "0.3"}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execProbe(t, k, s, "out before")
+	restarted := make(chan error, 2)
+	go func() { restarted <- k.Restart(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for k.Info().State != protocol.KernelStateStarting && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if st := k.Info().State; st != protocol.KernelStateStarting {
+		t.Fatalf("state during the restart = %s", st)
+	}
+	go func() { restarted <- k.Restart(context.Background()) }()
+	res, outs := execProbe(t, k, s, "out after")
+	if res.Status != protocol.ExecutionStatusOK || res.ExecutionCount != 1 || len(outs) != 1 || outs[0].Text != "after\n" {
+		t.Fatalf("execution sent during a restart: %+v %+v", res, outs)
+	}
+	for range 2 {
+		if err := <-restarted; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -44,6 +44,7 @@ def lines():
             yield json.loads(line)
 
 
+time.sleep(float(os.environ.get("PROBE_START_DELAY", "0")))
 send(ev="ready", version="probe-1", pid=os.getpid())
 it = lines()
 for r in it:
