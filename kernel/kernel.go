@@ -55,7 +55,7 @@ type Kernel struct {
 	// event, numbering and sending kernel/output.
 	outMu    sync.Mutex
 	seq      int64
-	replay   []protocol.KernelOutputParams
+	replay   []kept
 	replayN  int // bytes held by replay
 	drainBuf []byte
 
@@ -494,11 +494,11 @@ func (k *Kernel) emit(o protocol.KernelOutputParams) {
 	k.lastActivity = time.Now()
 	k.mu.Unlock()
 	o.KernelID = k.id
+	size := outputSize(&o)
 	if e != nil && o.Kind != protocol.OutputKindError {
 		if e.truncated {
 			return
 		}
-		size := outputSize(&o)
 		if e.limit > 0 && e.bytes+size > e.limit {
 			e.truncated = true
 			if o.Kind == protocol.OutputKindStream {
@@ -507,24 +507,26 @@ func (k *Kernel) emit(o protocol.KernelOutputParams) {
 				head := o.Text[:cutUTF8(o.Text, int(room))]
 				if head != "" {
 					o.Text = head
-					k.send(sinks, o)
+					k.send(sinks, o, int64(len(head)))
 				}
 			}
+			marker := fmt.Sprintf(truncatedMarker, e.limit)
 			k.send(sinks, protocol.KernelOutputParams{
 				KernelID: k.id, ExecutionID: e.id, Kind: protocol.OutputKindStream, Name: protocol.StreamStderr,
-				Text: fmt.Sprintf(truncatedMarker, e.limit),
-			})
+				Text: marker,
+			}, int64(len(marker)))
 			return
 		}
 		e.bytes += size
 	}
-	k.send(sinks, o)
+	k.send(sinks, o, size)
 }
 
-func (k *Kernel) send(sinks []Sink, o protocol.KernelOutputParams) {
+// send numbers o and sends it; size is its outputSize.
+func (k *Kernel) send(sinks []Sink, o protocol.KernelOutputParams, size int64) {
 	k.seq++
 	o.Seq = k.seq
-	k.keep(o)
+	k.keep(o, size)
 	for _, s := range sinks {
 		if err := s.KernelOutput(o); err != nil {
 			k.Detach(s)
@@ -532,14 +534,21 @@ func (k *Kernel) send(sinks []Sink, o protocol.KernelOutputParams) {
 	}
 }
 
+// kept is an output held for kernel/attach replay, with its cost.
+type kept struct {
+	o    protocol.KernelOutputParams
+	cost int
+}
+
 // keep holds o for kernel/attach replay, within ReplayBytes.
-func (k *Kernel) keep(o protocol.KernelOutputParams) {
-	k.replay = append(k.replay, o)
-	k.replayN += int(outputSize(&o)) + 64
+func (k *Kernel) keep(o protocol.KernelOutputParams, size int64) {
+	c := int(size) + 64
+	k.replay = append(k.replay, kept{o, c})
+	k.replayN += c
 	drop := 0
 	for k.replayN > k.m.opts.ReplayBytes && drop < len(k.replay)-1 {
-		k.replayN -= int(outputSize(&k.replay[drop])) + 64
-		k.replay[drop] = protocol.KernelOutputParams{}
+		k.replayN -= k.replay[drop].cost
+		k.replay[drop] = kept{}
 		drop++
 	}
 	if drop > 0 {
@@ -608,11 +617,11 @@ func (k *Kernel) notifyStatus(st protocol.KernelState, reason string) {
 func (k *Kernel) Attach(s Sink, fromSeq *int64) error {
 	k.outMu.Lock()
 	defer k.outMu.Unlock()
-	for _, o := range k.replay {
-		if fromSeq != nil && o.Seq < *fromSeq {
+	for _, r := range k.replay {
+		if fromSeq != nil && r.o.Seq < *fromSeq {
 			continue
 		}
-		if err := s.KernelOutput(o); err != nil {
+		if err := s.KernelOutput(r.o); err != nil {
 			return fmt.Errorf("replay kernel %s output: %w", k.id, err)
 		}
 	}

@@ -416,7 +416,9 @@ func TestKernelAttachReplay(t *testing.T) {
 	twoSeq := outs[0].Seq
 	// Drop the first client while its code runs: the code runs on, and
 	// its output waits in the kernel for the next client.
-	go func() { _, _, _ = tryRun(t, a, kid, "import time; time.sleep(1); print('finished')", withID("while-away")) }()
+	go func() {
+		_, _, _ = tryRun(t, a, kid, "import time; time.sleep(1); print('finished')", withID("while-away"))
+	}()
 	waitStatus(t, a, kid, protocol.KernelStateBusy, len(statuses(t, a, kid)))
 	wa.Close()
 	time.Sleep(1500 * time.Millisecond)

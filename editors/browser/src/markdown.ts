@@ -2,6 +2,7 @@
 // HTML-escaped first, then a few constructs become tags (headings,
 // paragraphs, lists, fenced and inline code, bold, italic, http(s) links).
 // Anything else shows as text. No raw HTML passes through.
+// The VS Code extension (editors/vscode) imports this file as well.
 
 export function escapeHTML(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);

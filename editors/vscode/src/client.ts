@@ -290,14 +290,6 @@ export class CellboxClient implements Disposable {
         // already gone
       }
     }
-    this.closed = true;
-    this.connection.dispose();
-    this.ws?.close();
-    if (this.child && this.child.exitCode === null) {
-      this.child.stdin?.end();
-      const c = this.child;
-      const t = setTimeout(() => c.kill("SIGTERM"), 2000);
-      c.once("exit", () => clearTimeout(t));
-    }
+    this.close();
   }
 }

@@ -2,7 +2,7 @@
 // (streams merged, display updates by displayId, clear with wait), and its rendering to HTML
 // for the webview. No `vscode` import: tested under plain Node.
 import type { ExecuteResult, KernelOutputParams, MimeBundle, ExecuteError } from "./protocol";
-import { escapeHTML, renderMarkdown } from "./markdown";
+import { escapeHTML, renderMarkdown } from "../../browser/src/markdown";
 
 export const stripANSI = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "");
 

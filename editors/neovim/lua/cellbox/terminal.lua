@@ -5,15 +5,8 @@ local api = vim.api
 
 local M = {}
 
-local function cb()
-  return require("cellbox")
-end
-local function call(...)
-  return cb()._call(...)
-end
-local function notify(...)
-  return cb()._notify(...)
-end
+local link = require("cellbox.link")
+local cb, call, notify = link.cb, link.call, link.notify
 local state = require("cellbox")._state
 
 -- Notifications of a pty that arrive before its pty/open reply has been handled (they can share
