@@ -35,6 +35,10 @@ type ExecRequest struct {
 	Ask Asker
 	// Conn names the connection in the audit log.
 	Conn string
+	// Queued, if set, is called once the execution is in the kernel's
+	// queue, which runs in order: a caller that must keep its requests in
+	// wire order lets the next one go then.
+	Queued func()
 }
 
 // Kernel is a persistent interpreter in a workspace's sandbox.
@@ -184,6 +188,9 @@ func (k *Kernel) Execute(ctx context.Context, req ExecRequest) (*protocol.Execut
 	}
 	k.queue = append(k.queue, e)
 	k.mu.Unlock()
+	if req.Queued != nil {
+		req.Queued()
+	}
 	k.kick()
 	select {
 	case o := <-e.result:

@@ -65,4 +65,19 @@ const (
 
 	// §6 Daemon.
 	MethodDaemonStats = "daemon/stats"
+
+	// §9 Network and packages.
+	MethodWorkspaceSetNetwork = "workspace/setNetwork"
+	MethodNetworkBlocked      = "network/blocked" // notification, server to client
+	MethodWorkspaceInstall    = "workspace/install"
+
+	// §10 Agents.
+	MethodWorkspaceExportGit = "workspace/exportGit"
+	MethodWorkspaceFork      = "workspace/fork"
+
+	// §11 App previews and export.
+	MethodWorkspaceExposePort   = "workspace/exposePort"
+	MethodWorkspaceUnexposePort = "workspace/unexposePort"
+	MethodWorkspacePreviews     = "workspace/previews"
+	MethodWorkspaceExport       = "workspace/export"
 )

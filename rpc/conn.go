@@ -36,6 +36,7 @@ type conn struct {
 	cancel    context.CancelFunc
 	onExit    func(code int) // called once on the exit notification
 	num       uint64         // numbers the connection in logs and the audit log
+	order     sequencer      // wire order of requests on the same resource (order.go)
 
 	mu       sync.Mutex // guards the fields below
 	state    connState

@@ -14,6 +14,9 @@
 //     after their ordered part), so a slow request never delays a fast one,
 //     and handlers that call the client (kernel/inputRequest) cannot
 //     deadlock. (TestSlowRequestDoesNotBlock, TestServerToClientRequest)
+//     Released requests on the same kernel or workspace still keep wire
+//     order: each takes its turn before it is released (order.go).
+//     (TestSequencer*, and cmd/cellbox's TestPipelinedWireOrder under load)
 //   - The context and *Request handed to a handler are pooled and recycled
 //     when it returns; a context derived from it (including by the library's
 //     CancelHandler) outlives it and fails later. Work runs under a context

@@ -38,7 +38,10 @@ func (c *conn) KernelExecute(ctx context.Context, p *protocol.KernelExecuteParam
 	if err != nil {
 		return nil, err
 	}
-	req := kernel.ExecRequest{Params: *p, Sink: c, Conn: fmt.Sprintf("%s-%d", c.transport, c.num)}
+	req := kernel.ExecRequest{Params: *p, Sink: c, Conn: fmt.Sprintf("%s-%d", c.transport, c.num),
+		// Once the code is in the kernel's queue, the requests behind it
+		// may go on: the kernel runs its queue in order.
+		Queued: func() { passTurn(ctx) }}
 	c.mu.Lock()
 	canAsk := c.caps.InputRequest
 	c.mu.Unlock()

@@ -22,7 +22,10 @@ var methodTable = map[string]handlerFunc{}
 // release themselves, before the next message is read: initialize and
 // shutdown change what every later request may do, so they run inline in
 // wire order (a client that pipelines daemon/stats behind initialize gets
-// its answer, and exit after shutdown sees the shutdown).
+// its answer, and exit after shutdown sees the shutdown). Every other
+// method is released at once, after taking its turn on the resources it
+// touches (order.go), so requests on one kernel or workspace keep wire
+// order without holding up the read loop.
 var ordered = map[string]bool{
 	protocol.MethodInitialize: true,
 	protocol.MethodShutdown:   true,
@@ -34,10 +37,24 @@ func add[P, R any](method string, f func(*conn, context.Context, *P) (R, error))
 		if err := decodeParams(raw, p); err != nil {
 			return nil, invalidParams(method, err)
 		}
-		if !ordered[method] {
-			release()
+		if ordered[method] {
+			return f(c, ctx, p)
 		}
-		return f(c, ctx, p)
+		t := c.order.take(c.claimsOf(method, raw))
+		release()
+		defer t.done()
+		if len(t.wait) > 0 {
+			// A request waiting for its turn keeps it when the connection
+			// drops, as running code does (§2); only $/cancelRequest or
+			// shutdown takes it out of line.
+			wctx, cancel := explicitCancel(ctx)
+			err := t.await(wctx)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+		}
+		return f(c, context.WithValue(ctx, turnKey{}, t), p)
 	}
 }
 

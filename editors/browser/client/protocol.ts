@@ -64,6 +64,18 @@ export const Methods = {
   PtyExit: "pty/exit", // notification, server to client
   // §6 Daemon.
   DaemonStats: "daemon/stats",
+  // §9 Network and packages.
+  WorkspaceSetNetwork: "workspace/setNetwork",
+  NetworkBlocked: "network/blocked", // notification, server to client
+  WorkspaceInstall: "workspace/install",
+  // §10 Agents.
+  WorkspaceExportGit: "workspace/exportGit",
+  WorkspaceFork: "workspace/fork",
+  // §11 App previews and export.
+  WorkspaceExposePort: "workspace/exposePort",
+  WorkspaceUnexposePort: "workspace/unexposePort",
+  WorkspacePreviews: "workspace/previews",
+  WorkspaceExport: "workspace/export",
 } as const;
 
 /** JSON-RPC error codes (PROTOCOL.md §7). */

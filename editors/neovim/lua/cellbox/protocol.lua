@@ -67,6 +67,18 @@ M.methods = {
   PtyExit = "pty/exit", -- notification, server to client
   -- §6 Daemon.
   DaemonStats = "daemon/stats",
+  -- §9 Network and packages.
+  WorkspaceSetNetwork = "workspace/setNetwork",
+  NetworkBlocked = "network/blocked", -- notification, server to client
+  WorkspaceInstall = "workspace/install",
+  -- §10 Agents.
+  WorkspaceExportGit = "workspace/exportGit",
+  WorkspaceFork = "workspace/fork",
+  -- §11 App previews and export.
+  WorkspaceExposePort = "workspace/exposePort",
+  WorkspaceUnexposePort = "workspace/unexposePort",
+  WorkspacePreviews = "workspace/previews",
+  WorkspaceExport = "workspace/export",
 }
 
 --- JSON-RPC error codes (PROTOCOL.md §7): code by name and name by code.

@@ -1,0 +1,26 @@
+package rpc
+
+import (
+	"context"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+)
+
+// The methods PROTOCOL.md §9 to §11 define that this build does not serve
+// yet: each answers -32601 naming itself (see notAvailable).
+func init() {
+	for _, m := range []string{
+		protocol.MethodWorkspaceSetNetwork,
+		protocol.MethodWorkspaceInstall,
+		protocol.MethodWorkspaceExportGit,
+		protocol.MethodWorkspaceFork,
+		protocol.MethodWorkspaceExposePort,
+		protocol.MethodWorkspaceUnexposePort,
+		protocol.MethodWorkspacePreviews,
+		protocol.MethodWorkspaceExport,
+	} {
+		methodTable[m] = func(*conn, context.Context, []byte, func()) (any, error) {
+			return nil, notAvailable(m)
+		}
+	}
+}

@@ -1,0 +1,31 @@
+package rpc
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+)
+
+// TestNotYetServedMethods: the methods of PROTOCOL.md that this build does
+// not serve answer -32601 naming the method, so a client can tell "not here
+// yet" from a typo, and the connection goes on.
+func TestNotYetServedMethods(t *testing.T) {
+	tc := startInProc(t, Options{})
+	tc.initialize(t)
+	for _, m := range []string{
+		protocol.MethodWorkspaceSetNetwork, protocol.MethodWorkspaceInstall,
+		protocol.MethodWorkspaceExportGit, protocol.MethodWorkspaceFork,
+		protocol.MethodWorkspaceExposePort, protocol.MethodWorkspaceUnexposePort,
+		protocol.MethodWorkspacePreviews, protocol.MethodWorkspaceExport,
+	} {
+		je := wantCode(t, tc.call(t, m, map[string]any{"workspaceId": "ws-x"}, nil), protocol.CodeMethodNotFound)
+		if !strings.Contains(je.Message, m) || !strings.Contains(je.Message, "not available in this build") {
+			t.Errorf("%s answered %q", m, je.Message)
+		}
+	}
+	var st protocol.DaemonStats
+	if err := tc.call(t, protocol.MethodDaemonStats, struct{}{}, &st); err != nil {
+		t.Fatalf("daemon/stats after the stubs: %v", err)
+	}
+}
