@@ -8,17 +8,19 @@ import (
 
 // The methods PROTOCOL.md §9 to §11 define that this build does not serve
 // yet: each answers -32601 naming itself (see notAvailable).
+var notYetServed = []string{
+	protocol.MethodWorkspaceSetNetwork,
+	protocol.MethodWorkspaceInstall,
+	protocol.MethodWorkspaceExportGit,
+	protocol.MethodWorkspaceFork,
+	protocol.MethodWorkspaceExposePort,
+	protocol.MethodWorkspaceUnexposePort,
+	protocol.MethodWorkspacePreviews,
+	protocol.MethodWorkspaceExport,
+}
+
 func init() {
-	for _, m := range []string{
-		protocol.MethodWorkspaceSetNetwork,
-		protocol.MethodWorkspaceInstall,
-		protocol.MethodWorkspaceExportGit,
-		protocol.MethodWorkspaceFork,
-		protocol.MethodWorkspaceExposePort,
-		protocol.MethodWorkspaceUnexposePort,
-		protocol.MethodWorkspacePreviews,
-		protocol.MethodWorkspaceExport,
-	} {
+	for _, m := range notYetServed {
 		methodTable[m] = func(*conn, context.Context, []byte, func()) (any, error) {
 			return nil, notAvailable(m)
 		}

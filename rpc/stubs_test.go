@@ -13,12 +13,7 @@ import (
 func TestNotYetServedMethods(t *testing.T) {
 	tc := startInProc(t, Options{})
 	tc.initialize(t)
-	for _, m := range []string{
-		protocol.MethodWorkspaceSetNetwork, protocol.MethodWorkspaceInstall,
-		protocol.MethodWorkspaceExportGit, protocol.MethodWorkspaceFork,
-		protocol.MethodWorkspaceExposePort, protocol.MethodWorkspaceUnexposePort,
-		protocol.MethodWorkspacePreviews, protocol.MethodWorkspaceExport,
-	} {
+	for _, m := range notYetServed {
 		je := wantCode(t, tc.call(t, m, map[string]any{"workspaceId": "ws-x"}, nil), protocol.CodeMethodNotFound)
 		if !strings.Contains(je.Message, m) || !strings.Contains(je.Message, "not available in this build") {
 			t.Errorf("%s answered %q", m, je.Message)
