@@ -228,7 +228,7 @@ func reap(ctl *msgConn, spawner int) int {
 			}
 		}
 	}()
-	exited := make(chan int, 1)
+	exited := make(chan string, 1)
 	go func() {
 		for {
 			var ws unix.WaitStatus
@@ -237,11 +237,15 @@ func reap(ctl *msgConn, spawner int) int {
 				continue
 			}
 			if err != nil { // ECHILD: nothing left
-				exited <- -1
+				exited <- "is gone"
 				return
 			}
 			if pid == spawner {
-				exited <- ws.ExitStatus()
+				if ws.Signaled() {
+					exited <- "was killed by " + signalName(ws.Signal())
+				} else {
+					exited <- fmt.Sprintf("exited with code %d", ws.ExitStatus())
+				}
 				return
 			}
 		}
@@ -249,8 +253,8 @@ func reap(ctl *msgConn, spawner int) int {
 	select {
 	case <-daemonGone:
 		return 0
-	case code := <-exited:
-		_ = ctl.send(&msg{Op: "error", Err: fmt.Sprintf("the sandbox's spawner ended (status %d)", code)})
+	case how := <-exited:
+		_ = ctl.send(&msg{Op: "error", Err: "the sandbox's spawner " + how})
 		return 1
 	}
 }

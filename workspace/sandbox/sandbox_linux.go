@@ -346,7 +346,9 @@ func (s *Sandbox) startError(who string, m *msg, err error) error {
 
 // watchInit marks the sandbox closed when its init exits.
 func (s *Sandbox) watchInit() {
+	ctlDone := make(chan struct{})
 	go func() {
+		defer close(ctlDone)
 		for {
 			m, files, err := s.ctl.recv()
 			closeAll(files)
@@ -361,20 +363,40 @@ func (s *Sandbox) watchInit() {
 		}
 	}()
 	_ = s.init.Wait()
+	// The init's last message (why its spawner ended) may still be on its
+	// way: its socket ends once the init and the spawner are gone.
+	select {
+	case <-ctlDone:
+	case <-time.After(time.Second):
+	}
 	s.mu.Lock()
 	s.closed = true
 	if s.initErr == nil {
-		s.initErr = fmt.Errorf("sandbox init ended: %v", s.init.ProcessState)
+		s.initErr = initEnded(s.init.ProcessState)
 	}
+	cause := s.initErr
 	procs := s.procs
 	s.procs = map[uint64]*Process{}
 	s.mu.Unlock()
+	// Every program of the sandbox died with it: say why.
+	err := fmt.Errorf("%w (%v)", ErrClosed, cause)
 	for _, p := range procs {
-		p.finish(ExitStatus{Code: -1, Signal: syscall.SIGKILL}, ErrClosed)
+		p.finish(ExitStatus{Code: -1, Signal: syscall.SIGKILL}, err)
 	}
 	s.ctl.close()
 	s.sp.close()
 	close(s.done)
+}
+
+// initEnded says how the sandbox's init ended.
+func initEnded(ps *os.ProcessState) error {
+	if ps == nil {
+		return errors.New("the sandbox's init ended")
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return errors.New("the sandbox's init was killed by " + signalName(ws.Signal()))
+	}
+	return fmt.Errorf("the sandbox's init exited with code %d", ps.ExitCode())
 }
 
 // readSpawner routes the spawner's messages to their processes.

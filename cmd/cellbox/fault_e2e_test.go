@@ -1,0 +1,270 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+)
+
+// Faults: processes of a kernel's sandbox killed with SIGKILL from the
+// host, the daemon killed mid-execution, a full state dir, and a client
+// that stops reading. Each test checks the daemon's defence: a clear error
+// with a PROTOCOL.md §7 code, recovery, and no harm to other workspaces or
+// clients.
+
+// hostProc is a process of the host, named by its pid and start time (so
+// that a reused pid is not taken for the same process).
+type hostProc struct {
+	pid   int
+	start string
+}
+
+// procStat is the ppid and start time of pid, from /proc/PID/stat.
+func procStat(pid int) (ppid int, start string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", false
+	}
+	// The command may hold spaces and parentheses: the fields after it
+	// start after the last ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 {
+		return 0, "", false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return ppid, f[19], true
+}
+
+// alive reports whether p still runs (a zombie does not count).
+func (p hostProc) alive() bool {
+	_, start, ok := procStat(p.pid)
+	if !ok || start != p.start {
+		return false
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	return !strings.Contains(string(b), "State:\tZ")
+}
+
+// descendants are the processes below root, found by scanning /proc.
+func descendants(root int) []hostProc {
+	children := map[int][]hostProc{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, start, ok := procStat(pid); ok {
+			children[ppid] = append(children[ppid], hostProc{pid, start})
+		}
+	}
+	var out []hostProc
+	queue := []int{root}
+	for len(queue) > 0 {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c.pid)
+		}
+		queue = queue[1:]
+	}
+	return out
+}
+
+// procWithEnv is the descendant of root whose environment holds kv.
+func procWithEnv(t testing.TB, root int, kv string) hostProc {
+	t.Helper()
+	for _, p := range descendants(root) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.pid))
+		for _, e := range strings.Split(string(b), "\x00") {
+			if e == kv {
+				return p
+			}
+		}
+	}
+	t.Fatalf("no process below %d has %s in its environment", root, kv)
+	return hostProc{}
+}
+
+func parentOf(t testing.TB, p hostProc) hostProc {
+	t.Helper()
+	ppid, _, ok := procStat(p.pid)
+	if !ok {
+		t.Fatalf("process %d is gone", p.pid)
+	}
+	_, start, ok := procStat(ppid)
+	if !ok {
+		t.Fatalf("process %d is gone", ppid)
+	}
+	return hostProc{ppid, start}
+}
+
+// waitGone polls until none of procs runs, failing after d.
+func waitGone(t testing.TB, procs []hostProc, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var left []string
+		for _, p := range procs {
+			if p.alive() {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+				left = append(left, fmt.Sprintf("%d (%s)", p.pid, strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still running after %v: %s", what, d, strings.Join(left, ", "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond until it holds, failing after d.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// asUsers runs f as root and, when CELLBOX_TEST_USER is set (or under CI),
+// with the daemon run as that user.
+func asUsers(t *testing.T, f func(t *testing.T, asUser bool)) {
+	for _, asUser := range []bool{false, true} {
+		name := "root"
+		if asUser {
+			name = "user"
+		}
+		t.Run(name, func(t *testing.T) { f(t, asUser) })
+	}
+}
+
+// faultKernel is a python kernel in a workspace of its own, marked by an
+// environment variable so its processes can be found on the host.
+type faultKernel struct {
+	ws, kid, mark string
+}
+
+func startFaultKernel(t testing.TB, d *filesDaemon, name string) faultKernel {
+	t.Helper()
+	ws := openWorkspace(t.(*testing.T), d.c, d.project, name)
+	mark := fmt.Sprintf("CELLBOX_FAULT_MARK=%s-%d", name, time.Now().UnixNano())
+	k := startKernel(t, d.c, protocol.KernelStartParams{Language: "python", WorkspaceID: ws,
+		Env: map[string]string{"CELLBOX_FAULT_MARK": strings.TrimPrefix(mark, "CELLBOX_FAULT_MARK=")}})
+	return faultKernel{ws: ws, kid: k.KernelID, mark: mark}
+}
+
+// printed runs code and returns its stdout, failing unless it ends ok.
+func printed(t testing.TB, c *client, kid, code string) string {
+	t.Helper()
+	res, outs := execute(t, c, kid, code)
+	wantOK(t, res, outs)
+	return streamText(outs, protocol.StreamStdout)
+}
+
+// TestFaultKernelProcessKilled: SIGKILL from the host to a kernel's
+// interpreter, to its sandbox's init, and to its sandbox's spawner, while
+// the kernel runs code. The execution answers -32013 naming what died, the
+// kernel's status says dead with the reason, kernel/restart brings up a new
+// interpreter (in a new sandbox when the old one is gone), and a kernel of
+// another workspace keeps its state.
+func TestFaultKernelProcessKilled(t *testing.T) {
+	for _, target := range []string{"interpreter", "init", "spawner"} {
+		t.Run(target, func(t *testing.T) {
+			asUsers(t, func(t *testing.T, asUser bool) { kernelProcessKilled(t, asUser, target) })
+		})
+	}
+}
+
+func kernelProcessKilled(t *testing.T, asUser bool, target string) {
+	d := newFilesDaemon(t, asUser, map[string]string{"data.txt": "project\n"})
+	victim := startFaultKernel(t, d, "victim")
+	bystander := startFaultKernel(t, d, "bystander")
+	printed(t, d.c, bystander.kid, "kept = 'bystander state'")
+	printed(t, d.c, victim.kid, "open('before.txt', 'w').write('written before the kill')")
+
+	daemon := d.p.cmd.Process.Pid
+	interp := procWithEnv(t, daemon, victim.mark)
+	spawner := parentOf(t, interp)
+	init := parentOf(t, spawner)
+	if init.pid == daemon || parentOf(t, init).pid != daemon {
+		t.Fatalf("process tree: interpreter %d, spawner %d, init %d, daemon %d: the init is not the daemon's child", interp.pid, spawner.pid, init.pid, daemon)
+	}
+	oldSandbox := append(descendants(init.pid), init)
+	kill := map[string]hostProc{"interpreter": interp, "init": init, "spawner": spawner}[target]
+
+	n := len(statuses(t, d.c, victim.kid))
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := tryRun(t, d.c, victim.kid, "print('running', flush=True)\nimport time\ntime.sleep(120)")
+		done <- err
+	}()
+	waitFor(t, 20*time.Second, "the victim's code to start", func() bool {
+		return strings.Contains(streamText(kernelOutputs(t, d.c, ""), protocol.StreamStdout), "running\n")
+	})
+	if err := syscall.Kill(kill.pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %s %d: %v", target, kill.pid, err)
+	}
+
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("kernel/execute did not answer within 20s of a SIGKILL to the kernel's %s", target)
+	}
+	msg := wantCode(t, err, protocol.CodeKernelDead)
+	wantReason := map[string]string{
+		"interpreter": "killed by SIGKILL",
+		"init":        "sandbox's init was killed by SIGKILL",
+		"spawner":     "sandbox's spawner was killed by SIGKILL",
+	}[target]
+	if !strings.Contains(msg, wantReason) {
+		t.Fatalf("kernel/execute answered %q; want the reason %q", msg, wantReason)
+	}
+	st := waitStatus(t, d.c, victim.kid, protocol.KernelStateDead, n)
+	if !strings.Contains(st.Reason, wantReason) {
+		t.Fatalf("kernel/status dead with reason %q, want %q", st.Reason, wantReason)
+	}
+	t.Logf("SIGKILL to the %s: kernel/execute answered %q", target, msg)
+	if target != "interpreter" {
+		waitGone(t, oldSandbox, 10*time.Second, "the killed sandbox's processes")
+	}
+	// Still dead until restarted, with the reason.
+	_, _, err = tryRun(t, d.c, victim.kid, "1")
+	if msg := wantCode(t, err, protocol.CodeKernelDead); !strings.Contains(msg, wantReason) {
+		t.Fatalf("a dead kernel's answer %q lacks the reason", msg)
+	}
+
+	d.c.mustCall(t, protocol.MethodKernelRestart, protocol.KernelIDParams{KernelID: victim.kid}, nil)
+	if got := printed(t, d.c, victim.kid, "print(open('before.txt').read())"); got != "written before the kill\n" {
+		t.Fatalf("after the restart: %q", got)
+	}
+	newInit := parentOf(t, parentOf(t, procWithEnv(t, daemon, victim.mark)))
+	if target != "interpreter" && newInit == init {
+		t.Fatalf("the kernel restarted in the dead sandbox's init %d", init.pid)
+	}
+	if target == "interpreter" && newInit != init {
+		t.Fatalf("the kernel restarted in a new sandbox (init %d, was %d) though its sandbox was alive", newInit.pid, init.pid)
+	}
+	if got := printed(t, d.c, bystander.kid, "print(kept)"); got != "bystander state\n" {
+		t.Fatalf("the other workspace's kernel: %q", got)
+	}
+	var r execReply
+	d.c.mustCall(t, "cellboxTest/exec", map[string]any{"workspaceId": victim.ws, "argv": []string{"cat", "before.txt"}}, &r)
+	if r.ExitCode != 0 || r.Stdout != "written before the kill" {
+		t.Fatalf("cellboxTest/exec in the victim's workspace after the restart: %+v", r)
+	}
+}
+
