@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 )
 
 // Helpers of the attack suite (attack_linux_test.go).
@@ -259,6 +261,8 @@ type attackCase struct {
 	// the case tells a working defence from a missing one. Only for calls
 	// harmless on the host.
 	control bool
+	// i386: the script is an int80Script, checked by i386Case.
+	i386 bool
 }
 
 // runCases runs each case in w as a subtest.
@@ -266,6 +270,10 @@ func runCases(t *testing.T, w *Workspace, cases []attackCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.i386 {
+				i386Case(t, w, c)
+				return
+			}
 			r := py(t, w, protocol.Limits{}, c.script)
 			t.Logf("outcome: %s", outcome(r))
 			if c.signal != 0 {
@@ -331,7 +339,8 @@ func hostControl(t *testing.T, c attackCase) {
 }
 
 // int80Script runs `mov eax, nr; int 0x80; ret` from an executable
-// mapping: an i386 system call from a 64-bit process.
+// mapping: an i386 system call from a 64-bit process. It prints
+// int80Calling just before the call and "int 0x80 returned R pid P" after.
 func int80Script(nr int) string {
 	return fmt.Sprintf(`
 import mmap
@@ -339,8 +348,68 @@ code = bytes([0xb8, %d, %d, 0, 0, 0xcd, 0x80, 0xc3])
 m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
 m.write(code)
 f = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))
-print("int 0x80 returned", f(), flush=True)
-`, nr&0xff, nr>>8)
+print(%q, flush=True)
+r = f()
+print("int 0x80 returned", r, "pid", os.getpid(), flush=True)
+`, nr&0xff, nr>>8, int80Calling)
+}
+
+const int80Calling = "making the int 0x80 call"
+
+// int80Outcome reads how an int80Script run ended.
+func int80Outcome(sig syscall.Signal, code int, stdout []byte) sandboxtest.I386Outcome {
+	return sandboxtest.I386Outcome{
+		Signal:   sig,
+		ExitCode: code,
+		Reached:  bytes.Contains(stdout, []byte(int80Calling+"\n")),
+		Returned: bytes.Contains(stdout, []byte("int 0x80 returned")),
+	}
+}
+
+// i386Case runs an int80Script case: in the sandbox the call must not run.
+// Whether the host runs 32-bit calls at all comes from the control, an
+// int $0x80 getpid on the host: where it returns the pid, the sandbox's
+// run must die of SIGSYS (the seccomp filter); where it faults with
+// SIGSEGV (no 32-bit emulation), the call cannot reach any kernel, and the
+// sandbox's run must die of SIGSYS or SIGSEGV without a result.
+func i386Case(t *testing.T, w *Workspace, c attackCase) {
+	r := py(t, w, protocol.Limits{}, c.script)
+	t.Logf("outcome: %s", outcome(r))
+	filtered := int80Outcome(r.Status.Signal, r.Status.Code, r.Stdout)
+
+	if _, err := os.Stat(hostPython); err != nil {
+		t.Fatalf("%s: the host control needs %s: %v", c.name, hostPython, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostPython, "-c", pyPrelude+int80Script(20))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%s: host control: %v", c.name, err)
+	}
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	var sig syscall.Signal
+	if ws.Signaled() {
+		sig = ws.Signal()
+	}
+	control := int80Outcome(sig, ws.ExitStatus(), out)
+	t.Logf("host control (no sandbox), int 0x80 getpid: %v: %q", control, strings.TrimSpace(string(out)))
+	if control.Returned {
+		// The control's call is real: getpid's result is the pid.
+		var ret, pid int
+		if _, err := fmt.Sscanf(lastLine(out), "int 0x80 returned %d pid %d", &ret, &pid); err != nil || ret != pid {
+			t.Fatalf("%s: host control: %q; want getpid's result to be the pid", c.name, lastLine(out))
+		}
+	}
+	host := sandboxtest.HostI386Emulation()
+	path, note, err := sandboxtest.CheckI386(control, filtered, host)
+	if err != nil {
+		t.Fatalf("%s: %v (%s; kernel configuration: %s)\nstderr: %s", c.name, err, c.defence, host.Why, stderrTail(r))
+	}
+	t.Logf("%s; in the sandbox the call did not run: %v", note, path)
 }
 
 // spawnerPIDScript finds the spawner's pid in the sandbox.

@@ -13,3 +13,17 @@ TEXT ·int80(SB), NOSPLIT, $0-16
 	INT  $0x80
 	MOVQ AX, ret+8(FP)
 	RET
+
+// func int81(trap uintptr) uintptr
+//
+// The same through vector 0x81, a gate user space may not use: the
+// instruction faults (SIGSEGV) and no system call is made, as int $0x80
+// does on a kernel without 32-bit syscall emulation.
+TEXT ·int81(SB), NOSPLIT, $0-16
+	MOVQ trap+0(FP), AX
+	XORQ BX, BX
+	XORQ CX, CX
+	XORQ DX, DX
+	INT  $0x81
+	MOVQ AX, ret+8(FP)
+	RET

@@ -11,17 +11,27 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 )
 
 // int80 makes an i386 system call with int $0x80 (int80_linux_amd64_test.s).
 func int80(trap uintptr) uintptr
 
+// int81 does the same through int $0x81, which faults like int $0x80 on a
+// kernel without 32-bit syscall emulation.
+func int81(trap uintptr) uintptr
+
 // i386Getpid is getpid's number in the i386 table.
 const i386Getpid = 20
 
 const entryTestSeccompKill = "test-seccomp-kill"
+
+// callingMark is the kill helper's stderr line just before its call.
+const callingMark = "making the call"
 
 func init() {
 	register(entryTestSeccompKill, seccompKillEntry)
@@ -29,10 +39,12 @@ func init() {
 
 // seccompKillEntry installs the filter (unless args[1] is "nofilter") and
 // makes a getpid call of another ABI: args[0] is "int80" (i386, through
-// int $0x80) or "x32". It prints "pid result".
+// int $0x80), "int81" (the same through a gate that faults, as int $0x80
+// does without 32-bit emulation) or "x32". It prints callingMark on stderr
+// just before the call, and "pid result" after it.
 func seccompKillEntry(args []string) int {
 	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: test-seccomp-kill int80|x32 filter|nofilter")
+		fmt.Fprintln(os.Stderr, "usage: test-seccomp-kill int80|int81|x32 filter|nofilter")
 		return 2
 	}
 	// No core file for the expected SIGSYS.
@@ -40,16 +52,29 @@ func seccompKillEntry(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if args[0] == "int80" || args[0] == "int81" {
+		// A fault of the int instruction (no 32-bit emulation) must kill
+		// the process with SIGSEGV, as it would a C program, rather than
+		// become a Go panic and exit 2.
+		var dfl [4]uint64 // struct sigaction: SIG_DFL, no flags, empty mask
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGSEGV), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0); e != 0 {
+			fmt.Fprintln(os.Stderr, "rt_sigaction:", e)
+			return 1
+		}
+	}
 	if args[1] == "filter" {
 		if err := installSeccomp(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
+	fmt.Fprintln(os.Stderr, callingMark)
 	var r uintptr
 	switch args[0] {
 	case "int80":
 		r = int80(i386Getpid)
+	case "int81":
+		r = int81(i386Getpid)
 	case "x32":
 		var e syscall.Errno
 		r, _, e = unix.RawSyscall(x32SyscallBit|unix.SYS_GETPID, 0, 0, 0)
@@ -64,7 +89,8 @@ func seccompKillEntry(args []string) int {
 	return 0
 }
 
-// runKillHelper runs the kill helper and returns its output and how it ended.
+// runKillHelper runs the kill helper and returns its output and how it
+// ended. A death by a signal before the helper got to its call fails.
 func runKillHelper(t *testing.T, call, filter string) (string, syscall.WaitStatus) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -84,23 +110,71 @@ func runKillHelper(t *testing.T, call, filter string) (string, syscall.WaitStatu
 	if ws.Exited() && ws.ExitStatus() != 0 {
 		t.Fatalf("helper exited %d: %s", ws.ExitStatus(), stderr.String())
 	}
+	if !strings.Contains(stderr.String(), callingMark+"\n") {
+		t.Fatalf("helper %s %s: %v before making its call: %s", call, filter, ws, stderr.String())
+	}
 	return string(out), ws
 }
 
-// TestSeccompKillsI386: without the filter, int $0x80 getpid returns the
-// pid (so the test's i386 call is real); under it the process dies of SIGSYS.
+// i386Outcome reads a kill helper's run of an int $0x80 (or int $0x81)
+// getpid: it returned if it printed two fields.
+func i386Outcome(out string, ws syscall.WaitStatus) sandboxtest.I386Outcome {
+	// runKillHelper checked that it reached the call.
+	o := sandboxtest.I386Outcome{ExitCode: ws.ExitStatus(), Reached: true, Returned: len(strings.Fields(out)) == 2}
+	if ws.Signaled() {
+		o.Signal = ws.Signal()
+	}
+	return o
+}
+
+// TestSeccompKillsI386: an int $0x80 getpid under the filter does not run.
+// Where the kernel has 32-bit syscall emulation, the run without the filter
+// returns the pid (so the test's i386 call is real) and the filter kills
+// the process with SIGSYS. Where it has none, int $0x80 faults with SIGSEGV
+// without the filter too, and the call cannot reach the kernel at all.
 func TestSeccompKillsI386(t *testing.T) {
 	out, ws := runKillHelper(t, "int80", "nofilter")
-	if ws.Signaled() {
-		t.Skipf("int $0x80 without a filter kills the process with %v: this kernel has no i386 emulation (CONFIG_IA32_EMULATION or ia32_emulation=0), so there is nothing to bypass the filter with", ws.Signal())
-	}
-	f := strings.Fields(out)
-	if len(f) != 2 || f[0] != f[1] {
-		t.Fatalf("i386 getpid without the filter: got %q, want the pid twice", out)
+	control := i386Outcome(out, ws)
+	t.Logf("i386 getpid without the filter: %v, output %q", control, out)
+	if control.Returned {
+		if f := strings.Fields(out); f[0] != f[1] {
+			t.Fatalf("i386 getpid without the filter: got %q, want the pid twice", out)
+		}
 	}
 	out, ws = runKillHelper(t, "int80", "filter")
-	if !ws.Signaled() || ws.Signal() != syscall.SIGSYS {
-		t.Fatalf("i386 getpid under the filter: the process was not killed by SIGSYS (status %v, output %q)", ws, out)
+	filtered := i386Outcome(out, ws)
+	t.Logf("i386 getpid under the filter: %v, output %q", filtered, out)
+	host := sandboxtest.HostI386Emulation()
+	t.Logf("kernel configuration: %s", host.Why)
+	path, note, err := sandboxtest.CheckI386(control, filtered, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s; under the filter the i386 call did not run: %v", note, path)
+}
+
+// TestSeccompI386NoEmulation runs the check of TestSeccompKillsI386 on the
+// outcomes a kernel without 32-bit emulation gives: int $0x81 faults as
+// int $0x80 does there, with the filter and without. The check must take
+// them as the call not running, and must still reject a call that ran.
+func TestSeccompI386NoEmulation(t *testing.T) {
+	out, ws := runKillHelper(t, "int81", "nofilter")
+	control := i386Outcome(out, ws)
+	out, ws = runKillHelper(t, "int81", "filter")
+	filtered := i386Outcome(out, ws)
+	t.Logf("faulting gate: without the filter %v; under it %v", control, filtered)
+	noEmulation := sandboxtest.I386Emulation{Known: true, Why: "CONFIG_IA32_EMULATION is not set"}
+	for _, host := range []sandboxtest.I386Emulation{noEmulation, {}} {
+		path, note, err := sandboxtest.CheckI386(control, filtered, host)
+		if err != nil || path != sandboxtest.I386NoEmulation {
+			t.Fatalf("configuration %+v: got %v, %v; want %v", host, path, err, sandboxtest.I386NoEmulation)
+		}
+		t.Logf("configuration %+v: %s; %v", host, note, path)
+	}
+	// A filtered call that printed its result ran, whatever the control.
+	ran := sandboxtest.I386Outcome{Reached: true, Returned: true}
+	if _, _, err := sandboxtest.CheckI386(control, ran, noEmulation); err == nil {
+		t.Fatal("a filtered i386 call that returned was accepted")
 	}
 }
 
