@@ -53,7 +53,8 @@ func crashProject(t *testing.T) map[string]string {
 
 // killDuring sends method with a workDoneToken and kills the daemon with
 // SIGKILL once a $/progress report says at least min files are done (and
-// fails if the request ends first).
+// fails if the request ends first); no process of the killed daemon's
+// sandboxes may outlive it.
 func killDuring(t *testing.T, d *filesDaemon, method string, params map[string]any) {
 	t.Helper()
 	token := "crash-" + strings.ReplaceAll(method, "/", "-")
@@ -78,11 +79,8 @@ func killDuring(t *testing.T, d *filesDaemon, method string, params map[string]a
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if err := d.p.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	killDaemon(t, d) // and waits until its sandboxes are gone too
 	<-done
-	_ = d.p.cmd.Wait()
 }
 
 // lastReport is the last percentage reported under token (-1: none).
@@ -199,6 +197,11 @@ func TestCrashDuringCommit(t *testing.T) {
 	counts, temps = projectStates(t, d.project)
 	if counts["new"] != crashFiles || len(temps) != 0 {
 		t.Fatalf("after the second commit the project holds %v and temporary files %v", counts, temps)
+	}
+	// A kernel of the new daemon works in the workspace.
+	k := startKernel(t, d.c, protocol.KernelStartParams{Language: "python", WorkspaceID: ws})
+	if got := printed(t, d.c, k.KernelID, "print(open('data/f7').read() == "+fmt.Sprintf("%q", crashContent("new", 7))+")"); got != "True\n" {
+		t.Fatalf("a kernel after the crash reads data/f7: %q", got)
 	}
 	if n := d.changeCount(t, ws); n != 0 {
 		t.Fatalf("%d changes after everything was committed", n)

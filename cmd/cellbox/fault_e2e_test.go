@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -268,3 +269,88 @@ func kernelProcessKilled(t *testing.T, asUser bool, target string) {
 	}
 }
 
+
+// killDaemon kills the daemon with SIGKILL and waits, within a bounded
+// time, until no process it had started runs any more: a sandbox whose
+// daemon is gone must not outlive it.
+func killDaemon(t testing.TB, d *filesDaemon) {
+	t.Helper()
+	procs := descendants(d.p.cmd.Process.Pid)
+	if len(procs) == 0 {
+		t.Fatal("the daemon has no child processes to check")
+	}
+	if err := d.p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.p.cmd.Wait()
+	waitGone(t, procs, 10*time.Second, "processes of the killed daemon")
+}
+
+// TestFaultDaemonKilledMidExecution: the daemon is killed with SIGKILL
+// while a kernel's code writes files. Every process of its sandboxes goes
+// with it; a new daemon on the same state dir finds every file the code
+// wrote before the kill among the workspace's changes, the project
+// untouched, and new kernels work (in a fresh sandbox).
+func TestFaultDaemonKilledMidExecution(t *testing.T) {
+	asUsers(t, func(t *testing.T, asUser bool) {
+		d := newFilesDaemon(t, asUser, map[string]string{"data.txt": "project\n"})
+		k := startFaultKernel(t, d, "crash")
+		other := startFaultKernel(t, d, "other")
+		printed(t, d.c, other.kid, "x = 1")
+		go func() {
+			_, _, _ = tryRun(t, d.c, k.kid, `
+import os, time
+os.makedirs("out", exist_ok=True)
+for i in range(100000):
+    with open("out/f%d" % i, "w") as f:
+        f.write("file %d\n" % i)
+        f.flush()
+        os.fsync(f.fileno())
+    print("wrote", i, flush=True)
+    time.sleep(0.01)
+`)
+		}()
+		// Let some files be written, then kill the daemon in the middle.
+		var written int
+		waitFor(t, 30*time.Second, "the code to write 20 files", func() bool {
+			lines := strings.Split(strings.TrimSpace(streamText(kernelOutputs(t, d.c, ""), protocol.StreamStdout)), "\n")
+			if n, err := strconv.Atoi(strings.TrimPrefix(lines[len(lines)-1], "wrote ")); err == nil {
+				written = n + 1
+			}
+			return written >= 20
+		})
+		killDaemon(t, d)
+
+		d.start(t)
+		ws := openWorkspace(t, d.c, d.project, "crash")
+		if ws != k.ws {
+			t.Fatalf("the workspace reopened as %s, was %s", ws, k.ws)
+		}
+		var ch protocol.WorkspaceChangesResult
+		d.c.mustCall(t, protocol.MethodWorkspaceChanges, protocol.WorkspaceChangesParams{WorkspaceID: ws}, &ch)
+		have := map[string]bool{}
+		for _, c := range ch.Changes {
+			if c.Kind != protocol.ChangeKindAdded {
+				t.Fatalf("change %+v after the crash; the code only added files", c)
+			}
+			have[c.Path] = true
+		}
+		for i := range written {
+			if !have[fmt.Sprintf("out/f%d", i)] {
+				t.Fatalf("out/f%d, written before the kill, is not among the %d changes", i, len(ch.Changes))
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(d.project, "data.txt")); err != nil || string(b) != "project\n" {
+			t.Fatalf("the project's data.txt = %q, %v", b, err)
+		}
+		if _, err := os.Stat(filepath.Join(d.project, "out")); !os.IsNotExist(err) {
+			t.Fatalf("the code's files reached the project: %v", err)
+		}
+		nk := startKernel(t, d.c, protocol.KernelStartParams{Language: "python", WorkspaceID: ws})
+		got := printed(t, d.c, nk.KernelID, fmt.Sprintf("print(open('out/f%d').read(), end='')", written-1))
+		if got != fmt.Sprintf("file %d\n", written-1) {
+			t.Fatalf("a new kernel reads %q", got)
+		}
+		t.Logf("%d files written before the kill, %d changes after it", written, len(ch.Changes))
+	})
+}
