@@ -269,7 +269,6 @@ func kernelProcessKilled(t *testing.T, asUser bool, target string) {
 	}
 }
 
-
 // killDaemon kills the daemon with SIGKILL and waits, within a bounded
 // time, until no process it had started runs any more: a sandbox whose
 // daemon is gone must not outlive it.
