@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,12 @@ func (d *Daemon) Handler(ctx context.Context) http.Handler {
 func (d *Daemon) guard(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(d.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !d.hostAllowed(r) {
+			d.metrics.httpDenied.WithLabelValues("host").Inc()
+			d.log.Warn("request for a foreign host name refused", "host", r.Host, "path", r.URL.Path)
+			http.Error(w, fmt.Sprintf("host %q is not this daemon's: use http://127.0.0.1:PORT or http://localhost:PORT, or name it in --allow-origin", r.Host), http.StatusForbidden)
+			return
+		}
 		if origin := r.Header.Get("Origin"); origin != "" && !d.originAllowed(origin, r.Host) {
 			d.metrics.httpDenied.WithLabelValues("origin").Inc()
 			d.log.Warn("request from a foreign origin refused", "origin", origin, "path", r.URL.Path)
@@ -46,6 +53,10 @@ func (d *Daemon) guard(next http.Handler) http.Handler {
 		if d.opts.Token == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			d.metrics.httpDenied.WithLabelValues("token").Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cellbox"`)
+			if r.Method == http.MethodGet && r.URL.Path == "/" {
+				serveReload(w) // ui.go: a reload of the browser IDE
+				return
+			}
 			http.Error(w, "missing or wrong token: open the URL cellbox printed at start, or send Authorization: Bearer TOKEN", http.StatusUnauthorized)
 			return
 		}
@@ -60,13 +71,44 @@ func requestToken(r *http.Request) string {
 		}
 		return ""
 	}
-	if tok := r.URL.Query().Get("token"); tok != "" {
-		return tok
+	return r.URL.Query().Get("token")
+}
+
+// hostAllowed is the defence against DNS rebinding: a page of
+// evil.example whose name is made to resolve to 127.0.0.1 reaches the
+// daemon with its own name in Host (and as its Origin, which then looks
+// same-origin). Only the names the daemon is really reached by pass: a
+// loopback address or localhost, the address it listens on, this
+// machine's host name (for --allow-remote), and the hosts of
+// --allow-origin.
+func (d *Daemon) hostAllowed(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	if c, err := r.Cookie(tokenCookie); err == nil {
-		return c.Value
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true // RFC 6761: always loopback, never resolved by DNS
 	}
-	return ""
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsLoopback() {
+			return true
+		}
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			if ta, ok := la.(*net.TCPAddr); ok && ta.IP.Equal(ip) {
+				return true
+			}
+		}
+	}
+	if name, err := os.Hostname(); err == nil && host == strings.ToLower(name) {
+		return true
+	}
+	for _, a := range d.opts.AllowOrigins {
+		if u, err := url.Parse(a); err == nil && strings.EqualFold(u.Hostname(), host) {
+			return true
+		}
+	}
+	return false
 }
 
 // originAllowed: the server's own origin, or one listed in --allow-origin.

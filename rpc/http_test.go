@@ -314,3 +314,45 @@ func TestWebsocketCloseDoesNotWaitForRequests(t *testing.T) {
 		t.Fatalf("the connection ended %v after the client's close, with a request running", d)
 	}
 }
+
+// TestHTTPHostCheck: DNS rebinding. A page of evil.example whose name is
+// made to resolve to 127.0.0.1 sends its own name as Host, and as an Origin
+// that then looks same-origin; it is refused even with the token (which a
+// leak elsewhere could give it). The names the daemon is reached by pass.
+func TestHTTPHostCheck(t *testing.T) {
+	srv := startHTTP(t, Options{AllowOrigins: []string{"http://devbox.example:8080"}})
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	for _, tt := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"evil.example:" + port, "http://evil.example:" + port, 403},
+		{"evil.example:" + port, "", 403},
+		{"127.0.0.1.nip.example:" + port, "", 403},
+		{"127.0.0.1:" + port, "", 200},
+		{"127.0.0.2:" + port, "", 200},
+		{"localhost:" + port, "http://localhost:" + port, 200},
+		{"app.localhost:" + port, "", 200},
+		{"[::1]:" + port, "", 200},
+		{"devbox.example:8080", "http://devbox.example:8080", 200},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/healthz", nil)
+		req.Host = tt.host
+		req.Header.Set("Authorization", "Bearer "+httpToken)
+		if tt.origin != "" {
+			req.Header.Set("Origin", tt.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Host %s Origin %q: %d %q, want %d", tt.host, tt.origin, resp.StatusCode, body, tt.want)
+		}
+		if tt.want == 403 && !strings.Contains(string(body), "host") {
+			t.Errorf("403 body %q does not name the host check", body)
+		}
+	}
+}

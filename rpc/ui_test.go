@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,29 +34,39 @@ func TestServeUI(t *testing.T) {
 		}
 	}
 
-	// A reload (no token in the address) works through the page's cookie,
-	// which scripts cannot read and other sites cannot send.
-	var cookie *http.Cookie
+	// No cookie carries the token: cookies ignore ports, so every other
+	// server on 127.0.0.1 would receive it. A cookie of an earlier build is
+	// removed, and opens nothing.
 	for _, c := range resp.Cookies() {
-		if c.Name == "cellbox_token" {
-			cookie = c
-		}
+		t.Errorf("the page set a cookie: %+v", c)
 	}
-	if cookie == nil || cookie.Value != httpToken || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/" {
-		t.Fatalf("token cookie = %+v", cookie)
+	resp, body = get(t, srv.URL+"/?token="+httpToken, http.Header{"Cookie": {"cellbox_token=" + httpToken}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /?token with the old cookie: %d", resp.StatusCode)
+	}
+	if cs := resp.Cookies(); len(cs) != 1 || cs[0].Name != "cellbox_token" || cs[0].MaxAge >= 0 || cs[0].Value != "" {
+		t.Fatalf("the old token cookie was not removed: %+v", cs)
 	}
 	resp, body = get(t, srv.URL+"/", http.Header{"Cookie": {"cellbox_token=" + httpToken}})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "the ide") {
-		t.Fatalf("reload with the cookie: %d %q", resp.StatusCode, body)
-	}
-	resp, _ = get(t, srv.URL+"/", http.Header{"Cookie": {"cellbox_token=wrong"}})
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("a wrong cookie: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "the ide") {
+		t.Fatalf("the old cookie still opens the IDE: %d %q", resp.StatusCode, body)
 	}
 
+	// A reload (no token in the address) gets 401 and a page with only the
+	// script that reloads with the token this tab kept in sessionStorage.
 	resp, body = get(t, srv.URL+"/", nil)
 	if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "the ide") {
 		t.Fatalf("GET / without the token: %d %q", resp.StatusCode, body)
+	}
+	if !strings.Contains(body, `sessionStorage.getItem(k)`) || strings.Contains(body, httpToken) {
+		t.Fatalf("the reload page: %q", body)
+	}
+	sum := sha256.Sum256([]byte(reloadScript))
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'") || !strings.HasPrefix(csp, "default-src 'none'") {
+		t.Fatalf("the reload page's CSP %q does not allow exactly its script", csp)
+	}
+	if !strings.Contains(body, "<script>"+reloadScript+"</script>") {
+		t.Fatal("the reload page's script is not the one its CSP hashes")
 	}
 	resp, _ = get(t, srv.URL+"/index.html?token="+httpToken, nil)
 	if resp.StatusCode != http.StatusNotFound {
