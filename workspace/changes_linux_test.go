@@ -313,6 +313,29 @@ func TestCommit(t *testing.T) {
 	}
 }
 
+// TestCommitLongNames: two names that share their first 120 bytes each
+// commit their own content (their temporary files once had one name, and
+// the reviewed file got the other's content).
+func TestCommitLongNames(t *testing.T) {
+	e := newFilesEnv(t, map[string]string{"keep.txt": "keep\n"})
+	w := e.open(t, "longnames")
+	stem := strings.Repeat("n", 130)
+	sh(t, w, "printf reviewed > "+stem+"_config.txt; printf other > "+stem+"_secret.txt")
+	res, err := w.Commit(context.Background(), nil, nil)
+	if err != nil || len(res.Applied) != 2 || len(res.Conflicts) != 0 {
+		t.Fatalf("commit = %+v, %v", res, err)
+	}
+	for name, want := range map[string]string{stem + "_config.txt": "reviewed", stem + "_secret.txt": "other"} {
+		b, err := os.ReadFile(filepath.Join(e.project, name))
+		if err != nil || string(b) != want {
+			t.Errorf("committed …%s = %q, %v; want %q", name[125:], b, err, want)
+		}
+	}
+	if leftovers := tempFiles(t, e.project); len(leftovers) > 0 {
+		t.Fatalf("temporary files left in the project: %v", leftovers)
+	}
+}
+
 func findTree(t *testing.T, root string) string {
 	t.Helper()
 	var lines []string

@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -364,10 +365,13 @@ func tempName(name string) string {
 }
 
 // tempPrefix starts every temporary file cellbox makes for name; short
-// enough for any name.
+// enough for any name, and different for different names: a long name is
+// cut and given a hash of the whole, so two names that share their first
+// bytes never share a commit's temporary file.
 func tempPrefix(name string) string {
-	if len(name) > 120 {
-		name = name[:120]
+	if len(name) > 100 {
+		sum := sha256.Sum256([]byte(name))
+		name = name[:100] + "~" + hex.EncodeToString(sum[:8])
 	}
 	return "." + name + ".cellbox-tmp-"
 }
