@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 
 	"go.lsp.dev/jsonrpc2"
 
@@ -80,6 +81,11 @@ func toProtocolError(err error) *protocol.Error {
 		if errors.Is(err, m.err) {
 			return &protocol.Error{Code: m.code, Message: err.Error(), Detail: err.Error()}
 		}
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// The state dir's (or the project's) filesystem is full: a limit
+		// of the host, which freeing space lifts, not a fault of cellbox.
+		return &protocol.Error{Code: protocol.CodeLimitExceeded, Message: err.Error(), Detail: err.Error()}
 	}
 	return &protocol.Error{Code: protocol.CodeInternalError, Message: "internal error: " + err.Error(), Detail: err.Error()}
 }

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,7 +15,7 @@ import (
 // cleanup finds what a crashed daemon left: sandbox inits of this user
 // that lost their daemon (normally they end on their own when its socket
 // closes), and mounts below the state dir (cellbox makes none on the host;
-// one found there is stale) .
+// one found there is stale; the state dir may itself be a mount point).
 func (m *Manager) cleanup() {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -47,6 +48,11 @@ func (m *Manager) cleanup() {
 	}
 	for i := len(mounts) - 1; i >= 0; i-- {
 		mp := mounts[i].Mountpoint
+		if filepath.Clean(mp) == filepath.Clean(m.opts.StateDir) {
+			// The state dir on a filesystem of its own: that mount is
+			// the state, not something a crashed daemon left.
+			continue
+		}
 		m.log.Warn("unmounting a stale mount in the state dir", "mountpoint", mp)
 		_ = syscall.Unmount(mp, syscall.MNT_DETACH)
 	}

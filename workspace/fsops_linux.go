@@ -359,12 +359,15 @@ func (w *Workspace) FsWrite(p protocol.FsWriteParams) (*protocol.FsWriteResult, 
 				return err
 			}
 		}
-		f, err := v.openForWrite(rel)
+		f, err := v.openForWrite(rel, int64(len(b)))
 		if err != nil {
 			return err
 		}
 		defer f.Close()
 		if _, err := f.Write(b); err != nil {
+			return err
+		}
+		if err := f.Truncate(int64(len(b))); err != nil {
 			return err
 		}
 		var st unix.Stat_t
@@ -380,8 +383,11 @@ func (w *Workspace) FsWrite(p protocol.FsWriteParams) (*protocol.FsWriteResult, 
 	return &res, w.fsErr("fs/write", rel, err)
 }
 
-// openForWrite opens rel truncated for writing, creating it if missing.
-func (v *view) openForWrite(rel string) (*os.File, error) {
+// openForWrite opens rel for writing size bytes from its start, creating
+// it if missing. The space is reserved first, so a full filesystem fails
+// here and leaves the file as it was (and no new file behind); the caller
+// writes, then truncates to size.
+func (v *view) openForWrite(rel string, size int64) (*os.File, error) {
 	fd, err := v.open(rel, 0)
 	if err == nil {
 		defer unix.Close(fd)
@@ -392,7 +398,15 @@ func (v *view) openForWrite(rel string) (*os.File, error) {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil, fmt.Errorf("%w: it is %s; only regular files are written", ErrInvalid, typeName(st.Mode))
 		}
-		return reopen(fd, unix.O_WRONLY|unix.O_TRUNC)
+		f, err := reopen(fd, unix.O_WRONLY)
+		if err != nil {
+			return nil, err
+		}
+		if err := reserve(f, size); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
 	}
 	if !errors.Is(err, unix.ENOENT) {
 		return nil, err
@@ -410,7 +424,27 @@ func (v *view) openForWrite(rel string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(nfd), rel), nil
+	f := os.NewFile(uintptr(nfd), rel)
+	if err := reserve(f, size); err != nil {
+		f.Close()
+		_ = unix.Unlinkat(dir, base, 0)
+		return nil, err
+	}
+	return f, nil
+}
+
+// reserve allocates size bytes for f (fallocate), so that writing them
+// cannot fail for want of space. A filesystem without fallocate is
+// written without the reservation.
+func reserve(f *os.File, size int64) error {
+	if size == 0 {
+		return nil
+	}
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return nil
+	}
+	return err
 }
 
 // mkdirAll makes rel and its missing parents (0755 less the umask).

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -351,5 +353,178 @@ for i in range(100000):
 			t.Fatalf("a new kernel reads %q", got)
 		}
 		t.Logf("%d files written before the kill, %d changes after it", written, len(ch.Changes))
+	})
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory owned by the
+// daemon's user, unmounted when the test ends.
+func mountTmpfs(t *testing.T, d *filesDaemon, size int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs as the state dir needs root")
+	}
+	dir, err := os.MkdirTemp("", "cellbox-full-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		os.Remove(dir)
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+		os.Remove(dir)
+	})
+	if d.cred != nil {
+		if err := os.Chown(dir, int(d.cred.Uid), int(d.cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// fill writes dir/name until the filesystem is full, and returns the
+// function that frees the space again.
+func fill(t *testing.T, dir, name string) (free func()) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil || st.Type != 0x01021994 { // TMPFS_MAGIC
+		t.Fatalf("%s is not the small tmpfs (statfs type %#x, %v): not filling it", dir, st.Type, err)
+	}
+	path := filepath.Join(dir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for i := 0; ; i++ {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", dir, err)
+			}
+			break
+		}
+		if i > 1<<14 {
+			t.Fatalf("%s never filled", dir)
+		}
+	}
+	return func() {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// wantNoSpace checks an error of a full state dir: -32012 with a message
+// that names the cause.
+func wantNoSpace(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s succeeded on a full state dir", what)
+	}
+	msg := wantCode(t, err, protocol.CodeLimitExceeded)
+	if !strings.Contains(msg, "no space left on device") {
+		t.Fatalf("%s answered %q; want the cause, no space left on device", what, msg)
+	}
+	t.Logf("%s on a full state dir: %s", what, msg)
+}
+
+// TestFaultStateDirFull: the state dir's filesystem is full (a 2 MiB
+// tmpfs, filled). workspace/open, fs/write, workspace/checkpoint and
+// workspace/commit each answer -32012 naming "no space left on device";
+// nothing half written is left (the list of workspaces and checkpoints,
+// and a restore, still work, in this daemon and the next); once space is
+// freed, the same operations succeed.
+func TestFaultStateDirFull(t *testing.T) {
+	asUsers(t, func(t *testing.T, asUser bool) {
+		d := newFilesDaemon(t, asUser, map[string]string{"data.txt": "project\n"})
+		d.p.cmd.Process.Kill()
+		d.p.cmd.Wait()
+		state := mountTmpfs(t, d, 2<<20)
+		for i, kv := range d.env {
+			if strings.HasPrefix(kv, "CELLBOX_STATE_DIR=") {
+				d.env[i] = "CELLBOX_STATE_DIR=" + state
+			}
+		}
+		d.start(t)
+
+		ws := openWorkspace(t, d.c, d.project, "full")
+		d.sh(t, ws, "echo one > a.txt")
+		var cp1 protocol.Checkpoint
+		d.c.mustCall(t, protocol.MethodWorkspaceCheckpoint, protocol.WorkspaceCheckpointParams{WorkspaceID: ws, Name: "one"}, &cp1)
+		d.sh(t, ws, "echo two > a.txt; echo b > b.txt")
+		if got := d.changes(t, ws); got != "added a.txt 4\nadded b.txt 2" {
+			t.Fatalf("changes = %q", got)
+		}
+
+		free := fill(t, state, "filler")
+		big := strings.Repeat("x", 256<<10)
+		wantNoSpace(t, "workspace/open", d.c.call(t, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{Root: d.project, Name: "new"}, nil))
+		wantNoSpace(t, "fs/write", d.c.call(t, protocol.MethodFsWrite, protocol.FsWriteParams{WorkspaceID: ws, Path: "big.txt", Content: big}, nil))
+		// A file the write would replace keeps its content.
+		wantNoSpace(t, "fs/write over a file", d.c.call(t, protocol.MethodFsWrite, protocol.FsWriteParams{WorkspaceID: ws, Path: "a.txt", Content: big}, nil))
+		if got := d.sh(t, ws, "cat a.txt"); got != "two\n" {
+			t.Fatalf("a.txt after an fs/write failed for want of space: %q", got)
+		}
+		wantNoSpace(t, "workspace/checkpoint", d.c.call(t, protocol.MethodWorkspaceCheckpoint, protocol.WorkspaceCheckpointParams{WorkspaceID: ws, Name: "two"}, nil))
+		wantNoSpace(t, "workspace/commit", d.c.call(t, protocol.MethodWorkspaceCommit, protocol.WorkspaceCommitParams{WorkspaceID: ws}, nil))
+
+		// Nothing half done: the lists are whole, the project untouched.
+		check := func(wantCps ...string) {
+			t.Helper()
+			var list protocol.WorkspaceListResult
+			d.c.mustCall(t, protocol.MethodWorkspaceList, struct{}{}, &list)
+			var ids []string
+			for _, w := range list.Workspaces {
+				ids = append(ids, w.WorkspaceID)
+			}
+			if !slices.Contains(ids, ws) {
+				t.Fatalf("workspace/list = %v, lacks %s", ids, ws)
+			}
+			var cps protocol.WorkspaceCheckpointsResult
+			d.c.mustCall(t, protocol.MethodWorkspaceCheckpoints, protocol.WorkspaceCheckpointsParams{WorkspaceID: ws}, &cps)
+			var names []string
+			for _, cp := range cps.Checkpoints {
+				names = append(names, cp.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(wantCps, ",") {
+				t.Fatalf("checkpoints = %v, want %v", names, wantCps)
+			}
+		}
+		check("one")
+		if got := d.changes(t, ws); got != "added a.txt 4\nadded b.txt 2" {
+			t.Fatalf("changes on a full state dir = %q", got)
+		}
+		if _, err := os.Stat(filepath.Join(d.project, "a.txt")); !os.IsNotExist(err) {
+			t.Fatalf("a failed commit wrote the project: %v", err)
+		}
+		// A new daemon on the full state dir reads the same.
+		killDaemon(t, d)
+		d.start(t)
+		ws = openWorkspace(t, d.c, d.project, "full")
+		check("one")
+
+		free()
+		var opened protocol.WorkspaceInfo
+		d.c.mustCall(t, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{Root: d.project, Name: "new"}, &opened)
+		d.c.mustCall(t, protocol.MethodFsWrite, protocol.FsWriteParams{WorkspaceID: ws, Path: "big.txt", Content: big}, nil)
+		var cp2 protocol.Checkpoint
+		d.c.mustCall(t, protocol.MethodWorkspaceCheckpoint, protocol.WorkspaceCheckpointParams{WorkspaceID: ws, Name: "two"}, &cp2)
+		if cp2.Files != 3 {
+			t.Fatalf("checkpoint after freeing space = %+v", cp2)
+		}
+		check("one", "two")
+		d.c.mustCall(t, protocol.MethodWorkspaceRestore, protocol.WorkspaceRestoreParams{WorkspaceID: ws, CheckpointID: cp1.CheckpointID}, nil)
+		if got := d.changes(t, ws); got != "added a.txt 4" {
+			t.Fatalf("changes after restoring the first checkpoint = %q", got)
+		}
+		var res protocol.WorkspaceCommitResult
+		d.c.mustCall(t, protocol.MethodWorkspaceCommit, protocol.WorkspaceCommitParams{WorkspaceID: ws}, &res)
+		if b, _ := os.ReadFile(filepath.Join(d.project, "a.txt")); string(b) != "one\n" || len(res.Conflicts) != 0 {
+			t.Fatalf("commit after freeing space: %+v, a.txt = %q", res, b)
+		}
 	})
 }
