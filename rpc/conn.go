@@ -37,6 +37,9 @@ type conn struct {
 	onExit    func(code int) // called once on the exit notification
 	num       uint64         // numbers the connection in logs and the audit log
 	order     sequencer      // wire order of requests on the same resource (order.go)
+	// clientDir is the client's working directory, the root of a
+	// workspace/open without one; empty: the daemon's DefaultRoot.
+	clientDir string
 
 	mu       sync.Mutex // guards the fields below
 	state    connState
@@ -65,10 +68,11 @@ type inflight struct {
 
 // serveConn runs the JSON-RPC connection over s until it ends or ctx is
 // done, and returns the finished connection.
-func (d *Daemon) serveConn(ctx context.Context, s *stream, transport string, onExit func(int)) *conn {
+func (d *Daemon) serveConn(ctx context.Context, s *stream, transport, clientDir string, onExit func(int)) *conn {
 	cctx, cancel := context.WithCancel(ctx)
 	c := &conn{
 		d:         d,
+		clientDir: clientDir,
 		transport: transport,
 		log:       d.log.With("transport", transport),
 		ctx:       cctx,

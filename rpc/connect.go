@@ -281,7 +281,15 @@ func startDaemon(ctx context.Context, stateDir, runDir, exe string, serveArgs []
 
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir}, serveArgs...)
 	cmd := exec.Command(exe, args...)
-	cmd.Dir = "/" // do not pin the editor's working directory
+	// Not the editor's directory (the daemon would pin it), nor "/": the
+	// daemon's directory is the root of a workspace/open without one from
+	// a client that does not say its own (connect does, see dialDaemon).
+	cmd.Dir = "/"
+	if home, err := os.UserHomeDir(); err == nil {
+		if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+			cmd.Dir = home
+		}
+	}
 	cmd.Stdin = nil
 	cmd.Stdout = logf
 	cmd.Stderr = logf
@@ -391,6 +399,9 @@ func dialDaemon(ctx context.Context, info RuntimeInfo) (*websocket.Conn, error) 
 	}
 	d := websocket.Dialer{Proxy: nil, HandshakeTimeout: dialTimeout}
 	h := http.Header{"Authorization": {"Bearer " + info.Token}}
+	if wd, err := os.Getwd(); err == nil {
+		h.Set(ClientDirHeader, wd)
+	}
 	conn, resp, err := d.DialContext(ctx, wsURL.String(), h)
 	if err != nil {
 		if resp != nil {

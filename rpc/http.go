@@ -144,7 +144,7 @@ func (d *Daemon) serveWebsocket(ctx context.Context, w http.ResponseWriter, r *h
 	go t.pingLoop(pingDone)
 	defer close(pingDone)
 	var once sync.Once
-	d.serveConn(ctx, newStream(t, d.rejected), "websocket", func(code int) {
+	d.serveConn(ctx, newStream(t, d.rejected), "websocket", clientDirOf(r), func(code int) {
 		once.Do(func() {
 			reason := "exit without shutdown"
 			if code == 0 {
@@ -158,6 +158,19 @@ func (d *Daemon) serveWebsocket(ctx context.Context, w http.ResponseWriter, r *h
 		t.closeWith(websocket.CloseGoingAway, "cellbox daemon is stopping")
 	}
 	_ = t.close()
+}
+
+// ClientDirHeader carries the working directory of `cellbox connect`, the
+// editor's, to the daemon it bridges to: a workspace/open without a root
+// opens it, as it would over stdio, not the daemon's own directory.
+const ClientDirHeader = "Cellbox-Client-Dir"
+
+func clientDirOf(r *http.Request) string {
+	dir := r.Header.Get(ClientDirHeader)
+	if dir == "" || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return ""
+	}
+	return dir
 }
 
 // serveHealth is GET /healthz: 200 {"status":"ok"}, or 503 naming the

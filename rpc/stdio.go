@@ -21,7 +21,7 @@ func (d *Daemon) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) int {
 	s := newStream(t, d.rejected)
 	go func() {
 		defer close(done)
-		last = d.serveConn(ctx, s, "stdio", func(code int) {
+		last = d.serveConn(ctx, s, "stdio", "", func(code int) {
 			select {
 			case exit <- code:
 			default:

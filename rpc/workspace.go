@@ -8,6 +8,9 @@ import (
 
 // WorkspaceOpen is §3 workspace/open.
 func (c *conn) WorkspaceOpen(ctx context.Context, p *protocol.WorkspaceOpenParams) (*protocol.WorkspaceInfo, error) {
+	if p.Root == "" && p.Mode != protocol.WorkspaceModeScratch && c.clientDir != "" {
+		p.Root = c.clientDir
+	}
 	w, err := c.d.opts.Workspaces.Open(ctx, *p)
 	if err != nil {
 		return nil, err

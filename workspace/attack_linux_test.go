@@ -1030,3 +1030,45 @@ for i in range(300):
 		}
 	})
 }
+
+// TestAttackSystemRoots: a workspace over "/" or a system directory lets
+// code read it (/etc/shadow for a root daemon) and a commit write into it
+// (as root). Such roots are refused, also through a symlink and as the
+// default root, unless the daemon was started to allow them.
+func TestAttackSystemRoots(t *testing.T) {
+	link := filepath.Join(t.TempDir(), "etc-link")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	m, err := NewManager(Options{StateDir: state, DefaultRoot: "/", NoPool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Shutdown)
+	for _, root := range []string{"", "/", "/etc", "/usr/share", "/var/lib", "/home", "/tmp", link, "/etc/../etc/"} {
+		w, err := m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: root})
+		if err == nil {
+			_ = m.Close(context.Background(), w.ID(), true)
+			t.Errorf("root %q was opened as %s", root, w.Info().Root)
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "--allow-system-root") {
+			t.Errorf("root %q: %v, want ErrInvalid naming --allow-system-root", root, err)
+		}
+	}
+	// A project below /tmp or /home is a project.
+	if _, err := m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: t.TempDir()}); err != nil {
+		t.Errorf("a project in a temporary directory: %v", err)
+	}
+	allowed, err := NewManager(Options{StateDir: t.TempDir(), AllowSystemRoots: true, NoPool: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(allowed.Shutdown)
+	w, err := allowed.Open(context.Background(), protocol.WorkspaceOpenParams{Root: "/etc"})
+	if err != nil {
+		t.Fatalf("/etc with AllowSystemRoots: %v", err)
+	}
+	_ = allowed.Close(context.Background(), w.ID(), true)
+}

@@ -28,6 +28,9 @@ type Options struct {
 	// DefaultRoot is the project of a workspace/open without a root (the
 	// directory the daemon was started in).
 	DefaultRoot string
+	// AllowSystemRoots lets "/" and system directories (/etc, /usr, ...)
+	// be project roots; without it they are refused (see systemDir).
+	AllowSystemRoots bool
 	// ReadOnly are extra host paths every sandbox binds read-only (for
 	// interpreters installed outside /usr).
 	ReadOnly []string
@@ -172,7 +175,31 @@ func (m *Manager) projectRoot(root string) (string, error) {
 	if strings.HasPrefix(real+"/", m.opts.StateDir+"/") {
 		return "", fmt.Errorf("%w: root %s is inside cellbox's state dir", ErrInvalid, root)
 	}
+	if why := systemDir(real); why != "" && !m.opts.AllowSystemRoots {
+		return "", fmt.Errorf("%w: root %s is %s: code in the workspace would read it and a commit would write into it; open a project directory, or start cellbox with --allow-system-root", ErrInvalid, root, why)
+	}
 	return real, nil
+}
+
+// systemDir says why real (a path with symlinks resolved) is no project:
+// the root of the filesystem, a directory that holds every user's or the
+// system's files, or anything below the system's own trees. "" if it may
+// be one.
+func systemDir(real string) string {
+	switch real {
+	case "/":
+		return "the root of the filesystem"
+	case "/home", "/var", "/tmp", "/var/tmp", "/mnt", "/media", "/srv", "/opt":
+		return "a system directory that holds other users' or programs' files"
+	}
+	for _, d := range []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+		"/boot", "/dev", "/proc", "/sys", "/run", "/var/lib", "/var/log", "/var/spool", "/var/cache",
+		"/var/mail", "/var/run", "/var/backups"} {
+		if real == d || strings.HasPrefix(real, d+"/") {
+			return "a system directory (" + d + ")"
+		}
+	}
+	return ""
 }
 
 // create makes a workspace's directories and metadata.

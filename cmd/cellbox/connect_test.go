@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -26,8 +27,15 @@ type connectProc struct {
 
 func startConnect(t *testing.T, env []string) *connectProc {
 	t.Helper()
+	return startConnectIn(t, env, "")
+}
+
+// startConnectIn starts connect in dir, as an editor opened there does.
+func startConnectIn(t *testing.T, env []string, dir string) *connectProc {
+	t.Helper()
 	cmd := exec.Command(cellboxBin, "connect", "--log-level", "debug")
 	cmd.Env = env
+	cmd.Dir = dir
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	return &connectProc{cmd: cmd, stdin: stdin, errb: startProc(t, cmd), c: newClient(headerStream(stdout, stdin))}
@@ -49,7 +57,8 @@ func TestConnect(t *testing.T) {
 			_ = syscall.Kill(s.PID, syscall.SIGTERM)
 		}
 	})
-	first := startConnect(t, env)
+	firstDir, secondDir := t.TempDir(), t.TempDir()
+	first := startConnectIn(t, env, firstDir)
 	res := first.c.initialize(t)
 	checkCapabilities(t, res)
 	servers, err := rpc.FindServers(rtDir)
@@ -58,6 +67,19 @@ func TestConnect(t *testing.T) {
 	}
 	daemon := servers[0]
 	t.Cleanup(func() { _ = syscall.Kill(daemon.PID, syscall.SIGTERM) })
+
+	// The daemon runs in the user's home, not in "/" nor in the first
+	// editor's directory; a workspace/open without a root opens the
+	// directory of the editor that asks.
+	home, _ := os.UserHomeDir()
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", daemon.PID)); err != nil || cwd != home {
+		t.Errorf("the daemon runs in %q (%v), want the home %q", cwd, err, home)
+	}
+	var ws protocol.WorkspaceInfo
+	first.c.mustCall(t, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{}, &ws)
+	if ws.Root != firstDir {
+		t.Errorf("workspace/open without a root over connect opened %q, want the editor's %q", ws.Root, firstDir)
+	}
 
 	// The editor goes away without shutdown: connect exits 0 (stdin closed)
 	// and the daemon keeps running.
@@ -68,8 +90,12 @@ func TestConnect(t *testing.T) {
 	healthz(t, daemon)
 
 	// The next editor finds the same daemon.
-	second := startConnect(t, env)
+	second := startConnectIn(t, env, secondDir)
 	second.c.initialize(t)
+	second.c.mustCall(t, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{}, &ws)
+	if ws.Root != secondDir {
+		t.Errorf("the second editor's workspace/open without a root opened %q, want %q", ws.Root, secondDir)
+	}
 	second.c.mustCall(t, protocol.MethodDaemonStats, struct{}{}, nil)
 	if servers, _ := rpc.FindServers(rtDir); len(servers) != 1 || servers[0].PID != daemon.PID {
 		t.Fatalf("daemons after the second connect: %+v, want only pid %d", servers, daemon.PID)

@@ -36,6 +36,7 @@ type serveConfig struct {
 	testHooks       bool
 	maxCheckpoints  int
 	cullIdle        time.Duration
+	allowSystemRoot bool
 }
 
 func serveFlags(cfg *serveConfig) *flag.FlagSet {
@@ -52,6 +53,7 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
 	fs.DurationVar(&cfg.cullIdle, "cull-idle", 24*time.Hour, "close a terminal or kernel that no client is attached to and that has been idle for `DURATION` (0: never)")
 	fs.IntVar(&cfg.maxCheckpoints, "max-checkpoints", workspace.DefaultMaxCheckpoints, "checkpoints kept per workspace (at least 1); taking one more removes the oldest")
+	fs.BoolVar(&cfg.allowSystemRoot, "allow-system-root", false, "allow / and system directories (/etc, /usr, /var/lib, ...) as project roots; a root daemon's commits would write into them")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
@@ -97,7 +99,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		cfg.token = hex.EncodeToString(b)
 	}
 	cwd, _ := os.Getwd()
-	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints})
+	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints, AllowSystemRoots: cfg.allowSystemRoot})
 	if err != nil {
 		log.Error("cannot open the workspaces", "err", err)
 		return 1
