@@ -336,6 +336,46 @@ func TestCommitLongNames(t *testing.T) {
 	}
 }
 
+// TestCommitModesAndOutsideLinks: what code in the sandbox made
+// world-writable is committed with the user's umask, and symlinks that
+// would point outside the project are conflicts that say so, while one that
+// stays inside is committed.
+func TestCommitModesAndOutsideLinks(t *testing.T) {
+	e := newFilesEnv(t, map[string]string{"keep.txt": "keep\n"})
+	w := e.open(t, "modes")
+	sh(t, w, `mkdir -p open/inner && printf x > open/inner/f.txt && chmod 0777 open open/inner && chmod 0666 open/inner/f.txt
+ln -s /etc sub; ln -s ../../etc up; ln -s /workspace/keep.txt abs; mkdir -p d && ln -s ../keep.txt d/ok`)
+	res, err := w.Commit(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	conflicts := map[string]string{}
+	for _, c := range res.Conflicts {
+		conflicts[c.Path] = c.Reason
+	}
+	for _, p := range []string{"sub", "up", "abs"} {
+		if !strings.Contains(conflicts[p], "outside") {
+			t.Errorf("symlink %s: conflict %q, want one that says it leaves the project", p, conflicts[p])
+		}
+		if _, err := os.Lstat(filepath.Join(e.project, p)); !os.IsNotExist(err) {
+			t.Errorf("symlink %s was committed", p)
+		}
+	}
+	if l, err := os.Readlink(filepath.Join(e.project, "d/ok")); err != nil || l != "../keep.txt" {
+		t.Errorf("the symlink inside the project: %q, %v", l, err)
+	}
+	if umask&0o002 == 0 {
+		t.Fatalf("the test runs with umask %#o, which lets others write: run it with the usual 022 or 002", umask)
+	}
+	for p, mode := range map[string]os.FileMode{"open": 0o777, "open/inner": 0o777, "open/inner/f.txt": 0o666} {
+		want := mode &^ os.FileMode(umask)
+		fi, err := os.Stat(filepath.Join(e.project, p))
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("committed %s has mode %v (%v), want %v (umask %#o)", p, fi.Mode().Perm(), err, want, umask)
+		}
+	}
+}
+
 func findTree(t *testing.T, root string) string {
 	t.Helper()
 	var lines []string

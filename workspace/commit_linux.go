@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -39,7 +40,11 @@ import (
 //     project's directory (opened O_NOFOLLOW), so a symlink anywhere on the
 //     way, even one planted after the workspace saw the project, makes that
 //     path a conflict instead of a write elsewhere; a symlink the workspace
-//     made is committed as a symlink (its target is not followed).
+//     made is committed as a symlink (its target is not followed), unless
+//     it would point outside the project (an absolute target, or one that
+//     climbs out): that is a conflict that says so.
+//   - Modes are the workspace's with the daemon's umask applied, so code
+//     cannot make a world-writable file or directory in the project.
 //   - A path whose project file departs from its baseline (see
 //     changes_linux.go) is a conflict and left alone, as is one the
 //     project cannot take (a non-empty directory in the way, a permission
@@ -189,6 +194,30 @@ type committer struct {
 	root       bool           // the daemon is root: chown what it creates
 }
 
+// umask is the daemon's file mode creation mask (its user's), read once at
+// start: what commit creates in the project gets the modes the user's own
+// programs would give it, not a world-writable 0666 or 0777 that code in the
+// sandbox chose.
+var umask = func() uint32 {
+	m := unix.Umask(0o022)
+	unix.Umask(m)
+	return uint32(m)
+}()
+
+// linkLeaves says why a symlink at rel (a workspace path) whose target is
+// target must not be committed: in the project it would point outside it
+// (an absolute target, even /workspace/..., names a host path there).
+// "" if the target stays inside.
+func linkLeaves(rel, target string) string {
+	if path.IsAbs(target) {
+		return fmt.Sprintf("a symlink to the absolute path %q: in the project it would point outside it, so cellbox does not commit it", target)
+	}
+	if t := path.Join(path.Dir(rel), target); t == ".." || strings.HasPrefix(t, "../") {
+		return fmt.Sprintf("a symlink to %q, outside the project: cellbox does not commit symlinks that leave the project", target)
+	}
+	return ""
+}
+
 func (cm *committer) conflict(p, reason string) {
 	cm.res.Conflicts = append(cm.res.Conflicts, protocol.Conflict{Path: p, Reason: reason})
 }
@@ -219,7 +248,7 @@ func (cm *committer) parent(p string, create bool) (int, string, error) {
 	var fd int
 	var err error
 	if create {
-		fd, _, err = mkdirAllBeneath(cm.proj, p, func(dir string) uint32 { return viewDirPerm(cm.view, dir) }, cm.owner, false)
+		fd, _, err = mkdirAllBeneath(cm.proj, p, func(dir string) uint32 { return viewDirPerm(cm.view, dir) &^ umask }, cm.owner, false)
 	} else {
 		fd, _, err = openParent(cm.proj, p)
 	}
@@ -388,7 +417,7 @@ func (cm *committer) prepare(c change) *pendingWrite {
 		cm.conflict(c.path, "no longer in the workspace")
 		return nil
 	}
-	put := filePut{perm: vst.Mode & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID), atime: vst.Atim, mtime: vst.Mtim}
+	put := filePut{perm: vst.Mode & 0o7777 &^ (unix.S_ISUID | unix.S_ISGID) &^ umask, atime: vst.Atim, mtime: vst.Mtim}
 	p := &pendingWrite{c: c, h: sha256.New()}
 	switch vst.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
@@ -403,6 +432,10 @@ func (cm *committer) prepare(c change) *pendingWrite {
 		l, err := readlinkAt(vdir, vname)
 		if err != nil {
 			cm.conflict(c.path, "the workspace's symlink cannot be read: "+err.Error())
+			return nil
+		}
+		if why := linkLeaves(c.path, l); why != "" {
+			cm.conflict(c.path, why)
 			return nil
 		}
 		put.symlink, put.isLink = l, true
