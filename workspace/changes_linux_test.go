@@ -376,6 +376,28 @@ ln -s /etc sub; ln -s ../../etc up; ln -s /workspace/keep.txt abs; mkdir -p d &&
 	}
 }
 
+// TestDiffForgedNames: a file name with newlines cannot forge the header
+// or hunk lines of a diff: the name is quoted as git quotes it.
+func TestDiffForgedNames(t *testing.T) {
+	e := newFilesEnv(t, map[string]string{"keep.txt": "keep\n"})
+	w := e.open(t, "forged")
+	sh(t, w, `printf 'real\n' > "$(printf 'x\n+++ evil.txt\n@@ -0,0 +1 @@\n+forged')"`)
+	files, err := w.Diff(context.Background(), nil)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("diff = %+v, %v", files, err)
+	}
+	d := files[0].Diff
+	want := "--- /dev/null\n+++ \"b/x\\n+++ evil.txt\\n@@ -0,0 +1 @@\\n+forged\"\n@@ -0,0 +1 @@\n+real\n"
+	if d != want {
+		t.Fatalf("diff of a name with newlines:\n%q\nwant\n%q", d, want)
+	}
+	for _, line := range strings.Split(d, "\n") {
+		if line == "+++ evil.txt" || line == "+forged" {
+			t.Fatalf("the name forged the line %q in\n%s", line, d)
+		}
+	}
+}
+
 func findTree(t *testing.T, root string) string {
 	t.Helper()
 	var lines []string

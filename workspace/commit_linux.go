@@ -11,9 +11,9 @@ import (
 	"io"
 	"os"
 	"path"
-	"strings"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"

@@ -61,7 +61,7 @@ func unifiedDiff(p string, old, new diffSide) string {
 	if old.exists && new.exists && old.mode != new.mode {
 		fmt.Fprintf(&b, "old mode %06o\nnew mode %06o\n", old.mode, new.mode)
 	}
-	oldLabel, newLabel := "a/"+p, "b/"+p
+	oldLabel, newLabel := quotePath("a/"+p), quotePath("b/"+p)
 	if !old.exists {
 		oldLabel = "/dev/null"
 	}
@@ -91,5 +91,51 @@ func unifiedDiff(p string, old, new diffSide) string {
 
 // omittedDiff is the diff of a file left out because the response is full.
 func omittedDiff(p string) string {
-	return fmt.Sprintf("--- a/%s\n+++ b/%s\n\\ cellbox: diff omitted: this response already holds %d bytes of diffs; ask for this path alone\n", p, p, maxDiffTotal)
+	return fmt.Sprintf("--- %s\n+++ %s\n\\ cellbox: diff omitted: this response already holds %d bytes of diffs; ask for this path alone\n", quotePath("a/"+p), quotePath("b/"+p), maxDiffTotal)
+}
+
+// quotePath quotes a diff label as git does (quote_c_style): a name with a
+// control character, a double quote, a backslash or bytes that are not
+// UTF-8 is put in double quotes with those escaped (C escapes, else octal),
+// so a name holding "\n+++ b/x" or "\n@@" cannot forge the lines of a
+// diff. UTF-8 text is kept as it is (git's core.quotePath off); bytes that
+// are not UTF-8 are octal, as git's default prints them. Other names are as
+// they are.
+func quotePath(s string) string {
+	need := false
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r < 0x20 || r == 0x7f || r == '"' || r == '\\' || (r == utf8.RuneError && n == 1) {
+			need = true
+			break
+		}
+		i += n
+	}
+	if !need {
+		return s
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\%03o", s[i])
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			if e := strings.IndexByte("\a\b\t\n\v\f\r", byte(r)); e >= 0 {
+				b.WriteByte('\\')
+				b.WriteByte("abtnvfr"[e])
+			} else {
+				fmt.Fprintf(&b, "\\%03o", r)
+			}
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	b.WriteByte('"')
+	return b.String()
 }
