@@ -101,6 +101,10 @@ func New(opts Options) *Daemon {
 		conns:   make(map[*conn]struct{}),
 	}
 	d.metrics = newMetrics(d)
+	wsLog.Store(d.log)
+	if opts.TestHooks {
+		setTestWSStall()
+	}
 	return d
 }
 

@@ -2,7 +2,10 @@ package rpc
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +27,17 @@ func init() {
 	addTest("cellboxTest/askClient", testAskClient)
 	addTest("cellboxTest/panic", testPanic)
 	addTest("cellboxTest/exec", testExec)
+}
+
+// testWSStall, when set (by CELLBOX_TEST_WS_STALL_MS under --test-hooks),
+// replaces wsStallTimeout, so a test of a client that stops reading does
+// not wait 30 s.
+var testWSStall atomic.Int64
+
+func setTestWSStall() {
+	if ms, err := strconv.Atoi(os.Getenv("CELLBOX_TEST_WS_STALL_MS")); err == nil && ms > 0 {
+		testWSStall.Store(int64(time.Duration(ms) * time.Millisecond))
+	}
 }
 
 func addTest[P, R any](method string, f func(*conn, context.Context, *P) (R, error)) {

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 )
@@ -527,4 +534,151 @@ func TestFaultStateDirFull(t *testing.T) {
 			t.Fatalf("commit after freeing space: %+v, a.txt = %q", res, b)
 		}
 	})
+}
+
+// vmRSS is pid's resident memory in bytes.
+func vmRSS(t testing.TB, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS for %d", pid)
+	return 0
+}
+
+// TestFaultClientStopsReading: a websocket client runs code that floods
+// output and never reads its socket. The daemon's memory stays bounded,
+// another client keeps getting answers at once, and once the stuck client
+// has taken nothing for the stall timeout (3 s here, by a test hook; 30 s
+// by default), the daemon closes its connection with code 1008 and a
+// reason that says why, which the client reads when it reads again.
+func TestFaultClientStopsReading(t *testing.T) {
+	const stall = 3 * time.Second
+	env := testEnv(t)
+	env = append(env, fmt.Sprintf("CELLBOX_TEST_WS_STALL_MS=%d", stall.Milliseconds()))
+	cmd := exec.Command(cellboxBin, "serve", "--listen", "127.0.0.1:0", "--test-hooks")
+	cmd.Env = env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &listenProc{cmd: cmd, env: env, stderr: startProc(t, cmd)}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
+			p.url, p.token = m[0], m[1]
+			p.base = strings.TrimSuffix(m[0][:strings.Index(m[0], "/?")], "/")
+			break
+		}
+	}
+	if p.url == "" {
+		t.Fatalf("serve --listen printed no URL; stderr:\n%s", p.stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	daemon := cmd.Process.Pid
+
+	c, _ := p.wsClient(t)
+	c.initialize(t)
+	other := startKernel(t, c, protocol.KernelStartParams{Language: "python"})
+	printed(t, c, other.KernelID, "print('ready')")
+	base := vmRSS(t, daemon)
+
+	// The stuck client: it starts a kernel, sends a flood, and reads no more.
+	stuck, _, err := p.dial(t, http.Header{"Authorization": {"Bearer " + p.token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(s string) {
+		t.Helper()
+		if err := stuck.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"kernel/start","params":{"language":"python","limits":{"outputBytes":1073741824}}}`)
+	var kid string
+	_ = stuck.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for kid == "" {
+		_, b, err := stuck.ReadMessage()
+		if err != nil {
+			t.Fatalf("the stuck client's kernel/start: %v", err)
+		}
+		var m struct {
+			ID     int                        `json:"id"`
+			Result protocol.KernelStartResult `json:"result"`
+		}
+		if json.Unmarshal(b, &m) == nil && m.ID == 2 {
+			kid = m.Result.KernelID
+			if kid == "" {
+				t.Fatalf("kernel/start answered %s", b)
+			}
+		}
+	}
+	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"kernel/execute","params":{"kernelId":%q,"code":"while True: print('x' * 4000)"}}`, kid))
+
+	// Until the daemon gives up on it: bounded memory, prompt answers.
+	var peak int64
+	var slowest time.Duration
+	giveUp := time.Now().Add(4*stall + 20*time.Second)
+	for !strings.Contains(p.stderr.String(), "stopped reading") {
+		if rss := vmRSS(t, daemon); rss > peak {
+			peak = rss
+		}
+		if peak > base+96<<20 {
+			t.Fatalf("the daemon's RSS grew from %d MiB to %d MiB with a client that does not read", base>>20, peak>>20)
+		}
+		start := time.Now()
+		var stats protocol.DaemonStats
+		c.mustCall(t, protocol.MethodDaemonStats, struct{}{}, &stats)
+		if got := printed(t, c, other.KernelID, "print(6*7)"); got != "42\n" {
+			t.Fatalf("the other client's kernel printed %q", got)
+		}
+		if d := time.Since(start); d > slowest {
+			slowest = d
+		}
+		if slowest > 2*time.Second {
+			t.Fatalf("the other client waited %v for daemon/stats and an execution while a client did not read", slowest)
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("the daemon did not give up on the client that stopped reading")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("daemon RSS %d MiB before, at most %d MiB while the client did not read; the other client's slowest round trip %v", base>>20, peak>>20, slowest)
+
+	// The stuck client reads again: the backlog, then the close frame.
+	_ = stuck.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var n int
+	for {
+		_, _, err := stuck.ReadMessage()
+		if err == nil {
+			n++
+			continue
+		}
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "stopped reading") {
+			t.Fatalf("after %d messages the stuck client got %v; want close 1008 saying it stopped reading", n, err)
+		}
+		t.Logf("the stuck client read %d messages, then close %d %q", n, ce.Code, ce.Text)
+		break
+	}
+	// Its code runs on (PROTOCOL.md §2) until another client stops it;
+	// then the connection is gone.
+	c.mustCall(t, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: kid}, nil)
+	waitFor(t, 10*time.Second, "the stuck connection to end", func() bool {
+		var stats protocol.DaemonStats
+		c.mustCall(t, protocol.MethodDaemonStats, struct{}{}, &stats)
+		return stats.Connections == 1
+	})
+	if got := printed(t, c, other.KernelID, "print('still here')"); got != "still here\n" {
+		t.Fatalf("the other client's kernel printed %q", got)
+	}
 }
