@@ -610,7 +610,9 @@ func TestSessionOwnership(t *testing.T) {
 func TestSessionCtrlC(t *testing.T) {
 	e := newEnv(t, Options{})
 	k := newSink()
-	s := e.open(t, protocol.PtyOpenParams{Command: []string{"sh", "-c", "grep SigIgn /proc/self/status; echo ready; sleep 30; echo survived"}}, k)
+	// A unique duration, to find this sleep among the host's processes.
+	secs := fmt.Sprintf("30.%09d", time.Now().UnixNano()%1e9)
+	s := e.open(t, protocol.PtyOpenParams{Command: []string{"sh", "-c", "grep SigIgn /proc/self/status; echo ready; sleep " + secs + "; echo survived"}}, k)
 	out := k.waitText(t, "ready\n")
 	var ignored uint64
 	if _, err := fmt.Sscanf(out[strings.Index(out, "SigIgn:"):], "SigIgn:\t%x", &ignored); err != nil {
@@ -620,12 +622,33 @@ func TestSessionCtrlC(t *testing.T) {
 		_ = e.m.Close(context.Background(), s.ID())
 		t.Fatalf("the terminal's program starts with SIGINT ignored (SigIgn %#x): ^C cannot interrupt it", ignored)
 	}
+	// ^C once sleep runs. Sooner, the shell's child may take SIGINT
+	// between fork and exec, while it still has the shell's handler: then
+	// sleep runs on and the shell, whose child did not die of SIGINT,
+	// waits for it, as shells do.
+	want := "sleep\x00" + secs + "\x00"
+	for deadline := time.Now().Add(10 * time.Second); !hostProcRuns(want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep %s never ran; output %q", secs, k.text())
+		}
+	}
 	if err := s.Write("\x03"); err != nil {
 		t.Fatal(err)
 	}
 	if got := k.waitExit(t); got.Signal != "SIGINT" || got.ExitCode != 130 {
 		t.Fatalf("after ^C: %+v, output %q", got, k.text())
 	}
+}
+
+// hostProcRuns: a process of the host has the command line cmdline.
+func hostProcRuns(cmdline string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && string(b) == cmdline {
+			return true
+		}
+	}
+	return false
 }
 
 // TestPtyAsUnprivilegedUser re-runs the terminal tests as the user

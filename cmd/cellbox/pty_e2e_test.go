@@ -62,6 +62,16 @@ func countHostProcs(argv ...string) int {
 	return n
 }
 
+// waitHostProcs waits up to 10 s for countHostProcs(argv...) to be want,
+// and returns the last count.
+func waitHostProcs(want int, argv ...string) int {
+	n := countHostProcs(argv...)
+	for deadline := time.Now().Add(10 * time.Second); n != want && time.Now().Before(deadline); n = countHostProcs(argv...) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n
+}
+
 // TestPtyEndToEnd: a shell's output, stty size before and after resize,
 // exit codes and death by signal, close killing children, a full-screen
 // program, invalid UTF-8 and base64, and bad ids and sizes.
@@ -106,15 +116,17 @@ func TestPtyEndToEnd(t *testing.T) {
 			id := c.open(t, protocol.PtyOpenParams{WorkspaceID: ws})
 			c.write(t, id, "sleep "+mark+" & sleep "+mark+" & (sleep "+mark+" &) ; echo started\r")
 			c.waitText(t, id, "started\n")
-			time.Sleep(100 * time.Millisecond)
-			if n := countHostProcs("sleep", mark); n != 3 {
+			// The shell has forked them; each runs sleep once it has exec'd.
+			if n := waitHostProcs(3, "sleep", mark); n != 3 {
 				t.Fatalf("%d sleeps running, want 3", n)
 			}
 			c.mustCall(t, protocol.MethodPtyClose, protocol.PtyIDParams{PtyID: id}, nil)
 			if got := c.waitExit(t, id); got.Signal != "SIGKILL" || got.ExitCode != 137 {
 				t.Fatalf("pty/exit after close %+v", got)
 			}
-			if n := countHostProcs("sleep", mark); n != 0 {
+			// Killed, they may take a moment to be gone; unkilled, they
+			// would sleep 1000 s.
+			if n := waitHostProcs(0, "sleep", mark); n != 0 {
 				t.Fatalf("%d sleeps left after pty/close", n)
 			}
 			wantCode(t, c.call(t, protocol.MethodPtyWrite, protocol.PtyWriteParams{PtyID: id, Data: "x"}, nil), protocol.CodeNotFound)
