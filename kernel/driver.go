@@ -161,6 +161,9 @@ type driver struct {
 	pending map[string]chan reply
 	dones   chan done
 	tail    []byte // the end of the driver's stderr
+	// rejected counts events dropped as forged, stale or oversized (code
+	// in the sandbox can write to the event pipe).
+	rejected int64
 }
 
 // pipe is the daemon's end of fd 1 or 2 of a driver.
@@ -378,6 +381,8 @@ func (d *driver) readLoop() {
 	pfds := []unix.PollFd{{Fd: int32(fds[0])}, {Fd: int32(fds[1])}, {Fd: int32(fds[2])}, {Fd: int32(d.wakeFd), Events: unix.POLLIN}}
 	open := [3]bool{true, true, true}
 	var line []byte
+	skipping := false // dropping the rest of an oversized event line
+	limit := d.eventLimit()
 	evBuf := make([]byte, 64<<10)
 	outBuf := make([]byte, readChunk)
 	for open[0] || open[1] || open[2] {
@@ -407,18 +412,27 @@ func (d *driver) readLoop() {
 			for b := evBuf[:max(n, 0)]; len(b) > 0; {
 				i := bytes.IndexByte(b, '\n')
 				if i < 0 {
-					line = append(line, b...)
+					if !skipping {
+						line = append(line, b...)
+					}
 					break
 				}
-				line = append(line, b[:i+1]...)
+				if skipping {
+					skipping = false
+				} else {
+					line = append(line, b[:i+1]...)
+					d.event(line)
+				}
 				b = b[i+1:]
-				d.event(line)
 				line = line[:0]
+				if cap(line) > 1<<20 {
+					line = nil // a big event's buffer is not kept
+				}
 			}
-			if len(line) > maxEventBytes {
-				d.k.m.log.Warn("kernel driver sent an oversized event; stopping it", "kernel", d.k.id, "bytes", len(line))
-				_ = d.proc.Kill()
-				line = nil
+			if len(line) > limit {
+				// Never held whole: the rest of the line is skipped.
+				d.oversized(len(line), limit)
+				line, skipping = nil, true
 			}
 			continue // events first: look again before reading output
 		}
@@ -444,6 +458,43 @@ func (d *driver) readLoop() {
 			}
 			d.k.outMu.Unlock()
 		}
+	}
+}
+
+// eventLimit bounds one event line: an output larger than the kernel's
+// output limit (twice, for JSON's escapes, and some room for the fields)
+// could never be sent whole, so it is not read whole either.
+func (d *driver) eventLimit() int {
+	lim := d.k.limits.OutputBytes
+	if lim <= 0 || 2*lim+(1<<20) > maxEventBytes {
+		return maxEventBytes
+	}
+	return int(2*lim + 1<<20)
+}
+
+// oversized drops an event line over limit, with a note on the running
+// execution's stderr.
+func (d *driver) oversized(n, limit int) {
+	d.reject("oversized event", "bytes", n)
+	d.k.outMu.Lock()
+	defer d.k.outMu.Unlock()
+	d.k.mu.Lock()
+	running := d.k.current != nil
+	d.k.mu.Unlock()
+	if running {
+		d.k.emitStream(protocol.StreamStderr, fmt.Sprintf("\n[cellbox: an output of more than %d bytes was dropped: over this kernel's output limit (limits.outputBytes)]\n", limit))
+	}
+}
+
+// reject counts an event the daemon drops and logs the first of each
+// thousand, so that a flood of forged events cannot flood the log too.
+func (d *driver) reject(why string, args ...any) {
+	d.mu.Lock()
+	d.rejected++
+	n := d.rejected
+	d.mu.Unlock()
+	if n == 1 || n%1000 == 0 {
+		d.k.m.log.Warn("kernel driver event dropped: "+why, append([]any{"kernel", d.k.id, "dropped", n}, args...)...)
 	}
 }
 
@@ -583,6 +634,10 @@ func (d *driver) handle(ev *event) {
 		default:
 		}
 	case "display", "result", "error", "clear":
+		if !d.k.running(ev.ID) {
+			d.reject("output for an execution that is not running", "ev", ev.Ev)
+			return
+		}
 		d.k.outMu.Lock()
 		d.drain(ev)
 		o := protocol.KernelOutputParams{Kind: protocol.OutputKind(ev.Ev), Data: ev.Data, Metadata: ev.Metadata}
@@ -601,11 +656,19 @@ func (d *driver) handle(ev *event) {
 		d.k.emit(o)
 		d.k.outMu.Unlock()
 	case "input":
+		if !d.k.startAsking(ev.ID) {
+			d.reject("input request while another is pending or no execution runs")
+			return
+		}
 		d.k.outMu.Lock()
 		d.drain(ev)
 		d.k.outMu.Unlock()
 		go d.k.answerInput(d, ev.ID, ev.Prompt, ev.Password)
 	case "done":
+		if !d.k.running(ev.ID) {
+			d.reject("done for an execution that is not running")
+			return
+		}
 		d.k.outMu.Lock()
 		d.drain(ev)
 		d.k.outMu.Unlock()
@@ -626,7 +689,7 @@ func (d *driver) handle(ev *event) {
 		select {
 		case d.dones <- dn:
 		default:
-			d.k.m.log.Warn("kernel driver sent done with no execution running", "kernel", d.k.id)
+			d.reject("a second done for the execution")
 		}
 	case "reply":
 		rep := reply{result: ev.Result}
@@ -635,14 +698,23 @@ func (d *driver) handle(ev *event) {
 				rep.err = string(ev.Error)
 			}
 		}
+		// A reply goes to its request once; one nobody waits for (forged,
+		// late or a duplicate) is dropped, never waited on.
 		d.mu.Lock()
 		c := d.pending[ev.ID]
+		delete(d.pending, ev.ID)
 		d.mu.Unlock()
-		if c != nil {
-			c <- rep
+		if c == nil {
+			d.reject("reply to no pending request")
+			return
+		}
+		select {
+		case c <- rep:
+		default:
+			d.reject("a second reply to a request")
 		}
 	default:
-		d.k.m.log.Debug("kernel driver sent an unknown event", "kernel", d.k.id, "ev", ev.Ev)
+		d.reject("unknown event", "ev", ev.Ev)
 	}
 }
 

@@ -64,5 +64,5 @@ func TestRealDriversAsUser(t *testing.T) {
 	if sandboxtest.AsTestUser() {
 		t.Skip("already the test user")
 	}
-	sandboxtest.RunAsTestUser(t, "^(TestRealDrivers|TestOrderAndTruncation|TestInputAndDeath)$")
+	sandboxtest.RunAsTestUser(t, "^(TestRealDrivers|TestOrderAndTruncation|TestInputAndDeath|TestForged.*)$")
 }

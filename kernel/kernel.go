@@ -95,6 +95,9 @@ type execution struct {
 	bytes     int64
 	truncated bool
 	limit     int64
+	// asking: an input request of this execution waits for the client
+	// (guarded by Kernel.mu); a driver may have one at a time.
+	asking bool
 }
 
 type execOutcome struct {
@@ -779,6 +782,28 @@ func (k *Kernel) shutdown(ctx context.Context) {
 	k.m.log.Info("kernel shut down", "kernel", k.id)
 }
 
+// running says whether execID is the execution running now: a driver's
+// events for any other (or between executions) are forged or stale.
+func (k *Kernel) running(execID string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.current != nil && k.current.id == execID
+}
+
+// startAsking marks an input request of execID as waiting for the client,
+// and says whether it may be asked: one at a time, for the running
+// execution only.
+func (k *Kernel) startAsking(execID string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.current
+	if e == nil || e.id != execID || e.asking {
+		return false
+	}
+	e.asking = true
+	return true
+}
+
 // answerInput handles a driver's input event: the client is asked if it
 // may be, else the read sees end of file.
 func (k *Kernel) answerInput(d *driver, execID, prompt string, password bool) {
@@ -786,6 +811,13 @@ func (k *Kernel) answerInput(d *driver, execID, prompt string, password bool) {
 	e := k.current
 	k.mu.Unlock()
 	r := &request{Op: "input", ID: execID, EOF: true}
+	defer func() {
+		k.mu.Lock()
+		if e != nil {
+			e.asking = false
+		}
+		k.mu.Unlock()
+	}()
 	if e != nil && e.id == execID && e.req.Ask != nil && e.req.Params.AllowStdin {
 		ctx, cancel := context.WithCancel(e.ctx)
 		go func() {
