@@ -40,7 +40,8 @@ test: ui
 
 # Benchmarks that print their figures: JSON-RPC round trips against the real
 # binary, sandbox start and spawn side by side with bubblewrap, and terminal
-# throughput and keystroke echo side by side with reading a pty directly.
+# throughput and keystroke echo side by side with reading a pty directly,
+# and a 10-minute soak of 16 clients with its leak check (DURATION=...).
 bench:
 	bash bench/rpc.sh
 	bash bench/sandbox.sh
@@ -48,6 +49,7 @@ bench:
 	bash bench/workspace.sh
 	bash bench/watch.sh
 	bash bench/kernel.sh
+	bash bench/soak.sh
 
 generate:
 	$(GO) generate ./...
