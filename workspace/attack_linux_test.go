@@ -13,6 +13,7 @@ package workspace
 //	CELLBOX_TEST_USER=cellboxtest CGO_ENABLED=0 go test ./workspace/ -run Attack -v   # as root
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -1071,4 +1073,100 @@ func TestAttackSystemRoots(t *testing.T) {
 		t.Fatalf("/etc with AllowSystemRoots: %v", err)
 	}
 	_ = allowed.Close(context.Background(), w.ID(), true)
+}
+
+// TestAttackInotifyBudget: inotify instances are counted per host user
+// across user namespaces, so code that takes every instance it can would
+// leave the daemon's user (root, for a root daemon) none, and fs/watch
+// would fail everywhere. The sandbox gets a share: it runs out while the
+// daemon's user can still watch.
+func TestAttackInotifyBudget(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "inotify")
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := pyPrelude + `
+fds = []
+while True:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        print("instances", len(fds), errno.errorcode.get(ctypes.get_errno(), "?"), flush=True)
+        break
+    fds.append(fd)
+    if len(fds) > 100000:
+        print("instances", len(fds), "unbounded", flush=True)
+        break
+watches, why, wds = 0, "ran out of files", set()
+if fds:
+    for top, dirs, files in os.walk("/usr"):
+        for f in files + dirs:
+            # IN_MODIFY|IN_DONT_FOLLOW; a second name of one inode gives the same wd
+            wd = libc.inotify_add_watch(fds[0], os.path.join(top, f).encode(), 0x02000002)
+            if wd >= 0:
+                wds.add(wd)
+                watches = len(wds)
+            elif ctypes.get_errno() == errno.ENOSPC:
+                why = "ENOSPC"
+                break
+        if why == "ENOSPC":
+            break
+print("watches", watches, why, flush=True)
+sys.stdin.read()  # hold them until the test has looked
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := w.Spawn(ctx, ProcSpec{Argv: []string{"python3", "-c", script}, Stdin: inR, Stdout: outW, Stderr: outW, Limits: limits(t, protocol.Limits{})})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	sc := bufio.NewScanner(outR)
+	var lines []string
+	for len(lines) < 2 && sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) < 2 {
+		t.Fatalf("the program said %q", lines)
+	}
+	t.Logf("in the sandbox: %s; %s", lines[0], lines[1])
+	var inst, watches int
+	var why string
+	if _, err := fmt.Sscanf(lines[0], "instances %d %s", &inst, &why); err != nil || why != "EMFILE" || inst > sandbox.InotifyInstances || inst < 1 {
+		t.Errorf("the sandbox took %q inotify instances; want at most %d, then EMFILE", lines[0], sandbox.InotifyInstances)
+	}
+	hostWatches := readInt(t, "/proc/sys/fs/inotify/max_user_watches")
+	if _, err := fmt.Sscanf(lines[1], "watches %d %s", &watches, &why); err != nil || watches > min(sandbox.InotifyWatches, max(hostWatches/8, 1024)) || watches < 100 {
+		t.Errorf("the sandbox placed %q watches; want at most %d (an eighth of the host user's %d)", lines[1], min(sandbox.InotifyWatches, max(hostWatches/8, 1024)), hostWatches)
+	}
+	// While the sandbox holds all it may, the daemon's user still watches.
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatalf("the daemon's user cannot make an inotify instance while the sandbox holds its share: %v", err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, e.project, unix.IN_CREATE); err != nil {
+		t.Errorf("the daemon's user cannot add a watch: %v", err)
+	}
+	unix.Close(fd)
+	inW.Close()
+}
+
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return n
 }

@@ -103,6 +103,47 @@ func innerProc() error {
 	return nil
 }
 
+// Inotify instances and watches are counted per user across user
+// namespaces: what the sandbox's programs take is taken from the daemon's
+// user, whose own fs/watch needs them too. Each sandbox gets a share of the
+// host user's budget, set in its own user namespace (below which nothing
+// can raise it): an eighth, at most InotifyInstances and InotifyWatches.
+const (
+	InotifyInstances = 16
+	InotifyWatches   = 65536
+)
+
+func capInotify() error {
+	for _, c := range []struct {
+		name, host string
+		most, min  int
+	}{
+		{"max_inotify_instances", "max_user_instances", InotifyInstances, 2},
+		{"max_inotify_watches", "max_user_watches", InotifyWatches, 1024},
+	} {
+		path := "/proc/sys/user/" + c.name
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			continue // a kernel without per-namespace inotify limits
+		}
+		// A new user namespace's own limits start unlimited; the host
+		// user's budget is the global sysctl.
+		hostPath := "/proc/sys/fs/inotify/" + c.host
+		b, err := os.ReadFile(hostPath)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", hostPath, err)
+		}
+		host, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || host < 1 {
+			return fmt.Errorf("read %s: %q is not a positive number", hostPath, b)
+		}
+		n := min(max(host/8, c.min), c.most, host)
+		if err := os.WriteFile(path, []byte(strconv.Itoa(n)), 0); err != nil {
+			return fmt.Errorf("limit %s in the nested user namespace: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
 // lockDown applies to the spawner itself what every program must have.
 func lockDown() (*Layers, error) {
 	layers := &Layers{}
@@ -112,6 +153,9 @@ func lockDown() (*Layers, error) {
 		if err := os.WriteFile(path, []byte("0"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("limit %s namespaces in the nested user namespace: %w", ns, err)
 		}
+	}
+	if err := capInotify(); err != nil {
+		return nil, err
 	}
 	// Every inherited descriptor beyond stdio and our socket: close on exec.
 	if err := unix.CloseRange(spawnerSocketFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
