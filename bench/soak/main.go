@@ -120,6 +120,7 @@ type soak struct {
 	ptyRounds, ptyBytes, ptyGaps, lostPty        atomic.Int64
 	committed, discarded                         atomic.Int64
 	setUpFailed                                  atomic.Int64
+	padBytes                                     atomic.Int64 // of the notifications that make the daemon collect
 }
 
 func (s *soak) count(method string, f func(*methodCount)) {
@@ -382,6 +383,7 @@ func (s *soak) collect(ctx context.Context) (int, error) {
 		if err := c.conn.Notify(ctx, "$/cellboxSoakGarbage", pad); err != nil {
 			return n, err
 		}
+		s.padBytes.Add(int64(len(pad.Pad)))
 		m, err := s.d.metrics(ctx)
 		if err != nil {
 			return n, err
@@ -538,7 +540,8 @@ func (s *soak) report(w io.Writer, before, after sample, sb, sa protocol.DaemonS
 	fmt.Fprintf(w, "workspace     %d paths committed, %d discarded\n", s.committed.Load(), s.discarded.Load())
 	fmt.Fprintf(w, "terminals     %d commands read back (%s of pty/output); gaps %d, lost %d\n",
 		s.ptyRounds.Load(), size(s.ptyBytes.Load()), s.ptyGaps.Load(), s.lostPty.Load())
-	fmt.Fprintf(w, "websocket     %s sent, %s received\n", size(s.wsTx.Load()), size(s.wsRx.Load()))
+	fmt.Fprintf(w, "websocket     %s sent (and %s of padding that made the daemon collect garbage), %s received\n",
+		size(s.wsTx.Load()-s.padBytes.Load()), size(s.padBytes.Load()), size(s.wsRx.Load()))
 	fmt.Fprintf(w, "failed checks %d\n\n", s.nfail)
 
 	fmt.Fprintf(w, "%-22s %9s %9s %9s %11s\n", "method", "sent", "answered", "errors", "unanswered")
