@@ -1170,3 +1170,76 @@ func readInt(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// TestAttackStateDirInProject: a daemon started in the home directory with
+// the default state dir (~/.local/state/cellbox) opens the home as a
+// project: its sandboxes must not read other workspaces' uncommitted files
+// or checkpoints in the state dir, nor the token in the runtime dir, also
+// when the state dir is named through a symlink.
+func TestAttackStateDirInProject(t *testing.T) {
+	for _, viaLink := range []bool{false, true} {
+		t.Run(fmt.Sprintf("symlink=%v", viaLink), func(t *testing.T) {
+			project := t.TempDir()
+			if err := os.Chmod(project, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			state := filepath.Join(project, ".local", "state", "cellbox")
+			if err := os.MkdirAll(state, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			stateArg := state
+			if viaLink {
+				stateArg = filepath.Join(t.TempDir(), "state-link")
+				if err := os.Symlink(state, stateArg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := filepath.Join(project, "run", "cellbox")
+			if err := os.MkdirAll(run, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(run, "server-1.json"), []byte(`{"token":"TOKEN-SECRET"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			m, err := NewManager(Options{StateDir: stateArg, Hidden: []string{run}, NoPool: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				for _, info := range m.List() {
+					_ = m.Close(context.Background(), info.WorkspaceID, true)
+				}
+				m.Shutdown()
+			})
+			other, err := m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: project, Name: "other"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := runIn(t, other, protocol.Limits{}, "sh", "-c", "echo UNCOMMITTED-SECRET > secret.txt"); r.Status.Code != 0 {
+				t.Fatalf("write in the other workspace: %+v", r)
+			}
+			w, err := m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: project, Name: "attacker"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := runIn(t, w, protocol.Limits{}, "sh", "-c", `
+ls -laR /workspace/.local /workspace/run 2>&1
+cat /workspace/.local/state/cellbox/workspaces/*/upper/secret.txt 2>&1
+cat /workspace/run/cellbox/server-1.json 2>&1
+grep -r SECRET /workspace 2>/dev/null
+touch /workspace/.local/state/cellbox/planted 2>&1 || echo write refused`)
+			out := string(r.Stdout) + string(r.Stderr)
+			t.Logf("in the sandbox (%+v):\n%s", r.Status, out)
+			if strings.Contains(out, "UNCOMMITTED-SECRET") || strings.Contains(out, "TOKEN-SECRET") {
+				t.Fatal("the sandbox read another workspace's file or the token through the state or runtime dir")
+			}
+			if strings.Contains(out, "cellbox/workspaces:") || strings.Contains(out, " server-1.json\n") || !strings.Contains(out, "write refused") {
+				t.Fatal("the state dir is visible or writable in the sandbox")
+			}
+			// The project's own files are still there.
+			if r := runIn(t, w, protocol.Limits{}, "sh", "-c", "ls /workspace"); !strings.Contains(string(r.Stdout), "run") {
+				t.Fatalf("the project's listing: %q", r.Stdout)
+			}
+		})
+	}
+}

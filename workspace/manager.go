@@ -28,6 +28,9 @@ type Options struct {
 	// DefaultRoot is the project of a workspace/open without a root (the
 	// directory the daemon was started in).
 	DefaultRoot string
+	// Hidden are host directories no sandbox may see, whatever its project
+	// (the runtime directory with the token); the state dir always is.
+	Hidden []string
 	// AllowSystemRoots lets "/" and system directories (/etc, /usr, ...)
 	// be project roots; without it they are refused (see systemDir).
 	AllowSystemRoots bool
@@ -52,6 +55,8 @@ type Manager struct {
 	dir  string // StateDir/workspaces
 
 	pool *sandbox.Pool // a sandbox launched ahead of time
+	// hidden are the state dir and Options.Hidden, symlinks resolved.
+	hidden []string
 
 	mu   sync.Mutex // guards open
 	open map[string]*Workspace
@@ -83,6 +88,13 @@ func NewManager(opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("%w: the state dir %s is on overlayfs, which cannot hold an overlay's upper layer; use --state-dir on another filesystem", ErrSandboxUnavailable, opts.StateDir)
 	}
 	m := &Manager{opts: opts, log: opts.Logger, dir: dir, open: make(map[string]*Workspace)}
+	for _, h := range append([]string{opts.StateDir}, opts.Hidden...) {
+		if real, err := filepath.EvalSymlinks(h); err == nil {
+			m.hidden = append(m.hidden, real)
+		} else if filepath.IsAbs(h) {
+			m.hidden = append(m.hidden, filepath.Clean(h))
+		}
+	}
 	m.cleanup()
 	if !opts.NoPool {
 		m.pool = sandbox.NewPool()
@@ -172,13 +184,41 @@ func (m *Manager) projectRoot(root string) (string, error) {
 	if err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("%w: root %s is not a directory", ErrInvalid, root)
 	}
-	if strings.HasPrefix(real+"/", m.opts.StateDir+"/") {
-		return "", fmt.Errorf("%w: root %s is inside cellbox's state dir", ErrInvalid, root)
+	for _, h := range m.hidden {
+		if real == h || strings.HasPrefix(real, h+"/") {
+			return "", fmt.Errorf("%w: root %s is inside cellbox's state or runtime directory %s", ErrInvalid, root, h)
+		}
 	}
 	if why := systemDir(real); why != "" && !m.opts.AllowSystemRoots {
 		return "", fmt.Errorf("%w: root %s is %s: code in the workspace would read it and a commit would write into it; open a project directory, or start cellbox with --allow-system-root", ErrInvalid, root, why)
 	}
 	return real, nil
+}
+
+// hideIn lists where the hidden directories appear in a sandbox whose
+// /workspace is root and which binds the readOnly paths at their own place.
+func (m *Manager) hideIn(root string, readOnly []string) []string {
+	var out []string
+	under := func(dir, h string) (string, bool) {
+		if dir == "/" {
+			return strings.TrimPrefix(h, "/"), true
+		}
+		rel, ok := strings.CutPrefix(h, dir+"/")
+		return rel, ok
+	}
+	for _, h := range m.hidden {
+		if rel, ok := under(root, h); ok {
+			out = append(out, "workspace/"+rel)
+		}
+		for _, ro := range readOnly {
+			if real, err := filepath.EvalSymlinks(ro); err == nil {
+				if rel, ok := under(real, h); ok {
+					out = append(out, strings.TrimPrefix(ro, "/")+"/"+rel)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // systemDir says why real (a path with symlinks resolved) is no project:

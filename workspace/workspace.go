@@ -137,6 +137,9 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 		ReadOnly: w.m.opts.ReadOnly,
 		Timeout:  w.m.opts.StartTimeout,
 	}
+	if w.mode != protocol.WorkspaceModeScratch {
+		cfg.Hide = w.m.hideIn(w.root, cfg.ReadOnly)
+	}
 	switch w.mode {
 	case protocol.WorkspaceModeOverlay:
 		cfg.Mode, cfg.Project = sandbox.ModeOverlay, w.root

@@ -99,7 +99,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		cfg.token = hex.EncodeToString(b)
 	}
 	cwd, _ := os.Getwd()
-	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints, AllowSystemRoots: cfg.allowSystemRoot})
+	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints, AllowSystemRoots: cfg.allowSystemRoot,
+		// The runtime dir holds the token: no sandbox sees it, even in a
+		// project that contains it.
+		Hidden: []string{rpc.RuntimeDir(cfg.stateDir)}})
 	if err != nil {
 		log.Error("cannot open the workspaces", "err", err)
 		return 1

@@ -57,6 +57,11 @@ type Config struct {
 	TmpBytes int64
 	// Timeout bounds building the sandbox; 0 means 10 s.
 	Timeout time.Duration
+	// Hide are paths in the sandbox (below /workspace or a ReadOnly path)
+	// that its programs must not see: an empty read-only directory is
+	// mounted on each that is a directory (the daemon's state and runtime
+	// directories, when a project or a bound path contains them).
+	Hide []string
 }
 
 // Layers are the isolation layers in force in a running sandbox.

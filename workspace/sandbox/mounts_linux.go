@@ -245,6 +245,12 @@ func finishRoot(pr *prepared, ic *initConfig, lower *os.File) (*Layers, error) {
 		return nil, err
 	}
 
+	for _, p := range ic.Hide {
+		if err := hide(in(p)); err != nil {
+			return nil, err
+		}
+	}
+
 	// Enter the new root; the old one goes away entirely (pivot_root(".",
 	// ".") stacks the old root on the new one, then it is detached).
 	if err := unix.Fchdir(mfd); err != nil {
@@ -319,6 +325,19 @@ func mountWorkspace(ic *initConfig, lower *os.File, root, target string, layers 
 		return fmt.Errorf("remove the overlay staging directory: %w", err)
 	}
 	layers.Overlay = true
+	return nil
+}
+
+// hide mounts an empty read-only directory on dir, if dir is one (never
+// following a symlink out of the new root).
+func hide(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil // not there, or not a directory: nothing to hide
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "size=4k,nr_inodes=1,mode=0555"); err != nil {
+		return fmt.Errorf("hide %s from the sandbox: %w", dir, err)
+	}
 	return nil
 }
 
