@@ -302,14 +302,13 @@ func (m *Manager) ended(s *Session) {
 	if _, ok := m.sessions[s.id]; ok && !m.closed {
 		m.exited = append(m.exited, s)
 		if len(m.exited) > m.opts.MaxPtys {
-			delete(m.sessions, m.exited[0].id)
-			m.exited = m.exited[1:]
+			m.forgetLocked(m.exited[0])
 		}
+		s.ttl = time.AfterFunc(m.opts.ExitedTTL, func() { m.forget(s) })
 	} else {
 		delete(m.sessions, s.id)
 	}
 	m.mu.Unlock()
-	time.AfterFunc(m.opts.ExitedTTL, func() { m.forget(s) })
 	if exit := s.Exit(); exit != nil {
 		m.log.Info("terminal ended", "pty", s.id, "exit_code", exit.ExitCode, "signal", exit.Signal)
 	}
@@ -319,6 +318,14 @@ func (m *Manager) ended(s *Session) {
 func (m *Manager) forget(s *Session) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forgetLocked(s)
+}
+
+func (m *Manager) forgetLocked(s *Session) {
+	if s.ttl != nil {
+		s.ttl.Stop()
+		s.ttl = nil
+	}
 	if m.sessions[s.id] == s {
 		delete(m.sessions, s.id)
 	}

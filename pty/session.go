@@ -40,6 +40,10 @@ type Session struct {
 	proc   *workspace.Proc
 	opener Sink
 	enc    protocol.Encoding
+	// ttl forgets the ended session after ExitedTTL (guarded by m.mu);
+	// stopped when it is forgotten sooner, so that it does not hold the
+	// session and its scrollback until then.
+	ttl *time.Timer
 
 	// ctl is the master as the sandbox handed it over (a blocking file),
 	// kept for creack/pty's ioctls: they call Fd(), which would switch a

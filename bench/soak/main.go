@@ -64,7 +64,7 @@ func main() {
 	fs.StringVar(&o.cellbox, "cellbox", "", "the cellbox `binary` (default: build ./cmd/cellbox with CGO_ENABLED=0 into a temp dir)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Minute, "how long the clients loop")
 	fs.IntVar(&o.clients, "clients", 16, "websocket clients, each with a workspace, three kernels and a terminal")
-	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the after figures may take to come back within their limits")
+	fs.DurationVar(&o.settle, "settle", 30*time.Second, "how long the after figures may take to come back within their limits")
 	fs.Int64Var(&o.rssLimitMiB, "rss-limit", 256, "the daemon's RSS growth allowed, in `MiB`")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (state dir, projects) for a look")
 	_ = fs.Parse(os.Args[1:])

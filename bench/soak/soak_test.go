@@ -21,7 +21,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("the soak runs for a minute; skipped with -short")
 	}
 	var out bytes.Buffer
-	err := run(t.Context(), options{cellbox: os.Getenv("CELLBOX_SOAK_BIN"), duration: time.Minute, clients: 16, settle: 3 * time.Minute, rssLimitMiB: 256}, &out)
+	err := run(t.Context(), options{cellbox: os.Getenv("CELLBOX_SOAK_BIN"), duration: time.Minute, clients: 16, settle: 30 * time.Second, rssLimitMiB: 256}, &out)
 	t.Log("\n" + out.String())
 	if errors.Is(err, errUnavailable) {
 		t.Skipf("the soak needs the sandbox and python3, node and bash: %v", err)
