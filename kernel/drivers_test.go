@@ -24,9 +24,10 @@ func TestRealDrivers(t *testing.T) {
 	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
 	t.Cleanup(m.Close)
 	cases := []struct{ lang, set, get, loop string }{
-		{"python", "v = 'ünï'", "print(v)", "while True: pass"},
-		{"javascript", "let v = 'ünï'", "console.log(v)", "while (true) {}"},
-		{"bash", "v=ünï", "echo $v", "while :; do :; done"},
+		// Each loop says it has begun, so the interrupt comes inside it.
+		{"python", "v = 'ünï'", "print(v)", "print('looping', flush=True)\nwhile True: pass"},
+		{"javascript", "let v = 'ünï'", "console.log(v)", "console.log('looping'); while (true) {}"},
+		{"bash", "v=ünï", "echo $v", "echo looping; while :; do :; done"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.lang, func(t *testing.T) {
@@ -46,7 +47,11 @@ func TestRealDrivers(t *testing.T) {
 				t.Fatalf("state: %+v %+v", res, outs)
 			}
 			go func() {
-				time.Sleep(300 * time.Millisecond)
+				for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+					if s.has("looping\n") {
+						break
+					}
+				}
 				_ = k.Interrupt()
 			}()
 			res, _ = execProbe(t, k, s, tc.loop)

@@ -63,6 +63,18 @@ func (s *sink) of(execID string) []protocol.KernelOutputParams {
 	return r
 }
 
+// has reports whether some stream output holds text.
+func (s *sink) has(text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.outs {
+		if o.Kind == protocol.OutputKindStream && strings.Contains(o.Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
 func newTestManager(t *testing.T, opts Options) *Manager {
 	t.Helper()
 	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})

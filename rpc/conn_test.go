@@ -155,10 +155,10 @@ func TestSlowRequestDoesNotBlock(t *testing.T) {
 	tc.initialize(t)
 	var slowDone atomic.Bool
 	go func() {
-		_ = tc.call(t, "cellboxTest/sleep", map[string]any{"ms": 3000}, nil)
+		_ = tc.call(t, "cellboxTest/sleep", map[string]any{"ms": 30000, "workDoneToken": "slow"}, nil)
 		slowDone.Store(true)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitProgress(t, tc, "slow", 1) // the slow request runs
 	for i := 0; i < 10; i++ {
 		if err := tc.call(t, protocol.MethodDaemonStats, nil, nil); err != nil {
 			t.Fatal(err)
@@ -202,17 +202,24 @@ func TestProgress(t *testing.T) {
 	if err := tc.call(t, "cellboxTest/sleep", map[string]any{"ms": 600, "workDoneToken": "tok"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// The client handles notifications on goroutines of their own: the
+	// end may trail the response.
 	var kinds []string
-	for _, raw := range tc.notifications(protocol.MethodProgress) {
-		var p protocol.ProgressParams
-		if err := json.Unmarshal(raw, &p); err != nil {
-			t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		kinds = kinds[:0]
+		for _, raw := range tc.notifications(protocol.MethodProgress) {
+			var p protocol.ProgressParams
+			if err := json.Unmarshal(raw, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Token != "tok" {
+				t.Fatalf("progress for token %v: work under 200 ms must send none", p.Token)
+			}
+			kinds = append(kinds, string(p.Value.Kind))
 		}
-		if p.Token != "tok" {
-			t.Fatalf("progress for token %v: work under 200 ms must send none", p.Token)
+		if (len(kinds) > 0 && kinds[len(kinds)-1] == "end") || time.Now().After(deadline) {
+			break
 		}
-		kinds = append(kinds, string(p.Value.Kind))
 	}
 	if len(kinds) < 3 || kinds[0] != "begin" || kinds[len(kinds)-1] != "end" || kinds[1] != "report" {
 		t.Fatalf("progress kinds = %v, want begin, report..., end", kinds)
@@ -240,9 +247,13 @@ func TestInFlightLimit(t *testing.T) {
 	tc := startInProc(t, Options{MaxInFlight: 2})
 	tc.initialize(t)
 	for i := 0; i < 2; i++ {
-		go func() { _ = tc.call(t, "cellboxTest/sleep", map[string]any{"ms": 2000}, nil) }()
+		go func() {
+			_ = tc.call(t, "cellboxTest/sleep", map[string]any{"ms": 30000, "workDoneToken": fmt.Sprint("held", i)}, nil)
+		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Both run (their progress began), so both hold their places.
+	waitProgress(t, tc, "held0", 1)
+	waitProgress(t, tc, "held1", 1)
 	je := wantCode(t, tc.call(t, protocol.MethodDaemonStats, nil, nil), protocol.CodeLimitExceeded)
 	var data protocol.ErrorData
 	_ = json.Unmarshal(je.Data, &data)
@@ -338,5 +349,26 @@ func TestShutdownAnswersRequestsInFlight(t *testing.T) {
 	}
 	if code := <-rc.exit; code != 0 {
 		t.Fatalf("exit code %d", code)
+	}
+}
+
+// waitProgress waits until the client has n $/progress notifications under
+// token: a request that reports progress is running.
+func waitProgress(t *testing.T, tc *testClient, token string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		got := 0
+		for _, raw := range tc.notifications(protocol.MethodProgress) {
+			var p protocol.ProgressParams
+			if json.Unmarshal(raw, &p) == nil && p.Token == token {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d $/progress under %q, want %d", got, token, n)
+		}
 	}
 }

@@ -284,10 +284,20 @@ func TestWebsocketCloseDoesNotWaitForRequests(t *testing.T) {
 	srv := startHTTP(t, Options{})
 	ws := dialWS(t, srv, nil)
 	wsCall(t, ws, 1, "initialize", map[string]any{"protocolVersion": 1})
-	if err := ws.WriteJSON(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "cellboxTest/sleep", "params": map[string]any{"ms": 20000}}); err != nil {
+	if err := ws.WriteJSON(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "cellboxTest/sleep", "params": map[string]any{"ms": 30000, "workDoneToken": "running"}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Its $/progress has begun: the request runs.
+	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		var m map[string]json.RawMessage
+		if err := ws.ReadJSON(&m); err != nil {
+			t.Fatalf("waiting for the request's progress: %v", err)
+		}
+		if string(m["method"]) == `"`+protocol.MethodProgress+`"` {
+			break
+		}
+	}
 	start := time.Now()
 	if err := ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
@@ -309,7 +319,7 @@ func TestWebsocketCloseDoesNotWaitForRequests(t *testing.T) {
 			break
 		}
 	}
-	// The sleep runs for 20 s; the bound is far from both.
+	// The sleep runs for 30 s; the bound is far from both.
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the connection ended %v after the client's close, with a request running", d)
 	}

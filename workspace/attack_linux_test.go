@@ -418,24 +418,32 @@ func TestAttackForkBomb(t *testing.T) {
 	if initPID == 0 {
 		t.Fatal("the fork bomb's sandbox did not start")
 	}
+	// Sample the bomb's sandbox until the bomb ends (its timeout kills
+	// it); once it has filled its pids, use the other workspace, three
+	// times, while it lasts.
 	peak := 0
 	var bystander []time.Duration
-	for i := 0; i < 10; i++ {
-		time.Sleep(250 * time.Millisecond)
+	var r *RunResult
+	for ended := false; !ended; {
+		select {
+		case r = <-bombDone:
+			ended = true
+			continue
+		case <-time.After(50 * time.Millisecond):
+		}
 		peak = max(peak, len(sandboxProcs(initPID)))
-		if i%3 == 2 {
+		if peak >= pids/2 && len(bystander) < 3 {
 			start := time.Now()
-			r := runIn(t, other, protocol.Limits{}, "/bin/echo", "still here")
+			out := runIn(t, other, protocol.Limits{}, "/bin/echo", "still here")
 			bystander = append(bystander, time.Since(start))
-			if r.Status.Code != 0 || string(r.Stdout) != "still here\n" {
-				t.Errorf("another workspace during the bomb: %s", outcome(r))
+			if out.Status.Code != 0 || string(out.Stdout) != "still here\n" {
+				t.Errorf("another workspace during the bomb: %s", outcome(out))
 			}
 			if _, err := e.m.Get(w.ID()); err != nil {
 				t.Errorf("Manager.Get during the bomb: %v", err)
 			}
 		}
 	}
-	r := <-bombDone
 	t.Logf("bomb: %s; peak %d processes in its sandbox (limit %d); other workspace's runs took %v", outcome(r), peak, pids, bystander)
 	// The init, the spawner and at most pids processes of the sandbox user.
 	if peak > pids+2 {
@@ -454,7 +462,7 @@ func TestAttackForkBomb(t *testing.T) {
 	}
 	// Its whole tree is gone, and the workspace works again.
 	var left []hostProc
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if left = sandboxProcs(initPID); len(left) <= 2 {
 			break
 		}
@@ -619,13 +627,15 @@ func TestAttackInfiniteLoop(t *testing.T) {
 		if r.Status.Reason != "killed: timeout" || r.Status.Signal != syscall.SIGKILL {
 			t.Fatalf("%s; want killed: timeout", outcome(r))
 		}
-		if r.Duration < 500*time.Millisecond || r.Duration > 3*time.Second {
+		// Unstopped, it runs for ever; the upper bound leaves room for a
+		// loaded machine.
+		if r.Duration < 500*time.Millisecond || r.Duration > 10*time.Second {
 			t.Errorf("stopped after %v, want about 500 ms", r.Duration)
 		}
 		// The background sleep went with it.
 		initPID := w.Sandbox().InitPID()
 		var left []hostProc
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if left = sandboxProcs(initPID); len(left) <= 2 {
 				break
 			}
@@ -687,7 +697,7 @@ func TestAttackNetwork(t *testing.T) {
 		_, _ = c.Write([]byte("x"))
 		c.Close()
 	}
-	for deadline := time.Now().Add(2 * time.Second); (accepted.Load() < 2 || received.Load() < 1) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); (accepted.Load() < 2 || received.Load() < 1) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 	}
 	acc0, rec0 := accepted.Load(), received.Load()
 	if acc0 != 2 || rec0 != 1 {
@@ -736,7 +746,9 @@ try_(s.connect, (%q, %d))`, ipn.IP.String(), ln.Addr().(*net.TCPAddr).Port),
 		}
 	}
 	runCases(t, w, cases)
-	time.Sleep(100 * time.Millisecond)
+	// A window for a connection or datagram that got through to reach the
+	// host's servers: nothing must arrive, which no condition can show.
+	time.Sleep(200 * time.Millisecond)
 	if n := accepted.Load() - acc0; n != 0 {
 		t.Errorf("the host's servers accepted %d connections from the sandbox", n)
 	}
@@ -770,6 +782,8 @@ func TestAttackKillAll(t *testing.T) {
 		t.Fatalf("kill -9 -1: %v", err)
 	}
 	t.Logf("kill -9 -1: %s, %v", outcome(r), err)
+	// A window for a SIGKILL that reached the host's sleep to end it:
+	// nothing must happen, which no condition can show.
 	time.Sleep(200 * time.Millisecond)
 	select {
 	case <-hostDone:
@@ -1008,10 +1022,21 @@ func TestAttackDaemonizedEscapesLimits(t *testing.T) {
 		if r.Status.Reason != "killed: timeout" {
 			t.Fatalf("%s", outcome(r))
 		}
-		time.Sleep(200 * time.Millisecond)
-		for _, p := range sandboxProcs(w.Sandbox().InitPID()) {
-			if p.cmdline == "sleep "+mark {
-				t.Fatalf("a double-forked child of the program outlived killed: timeout: pid %d", p.pid)
+		// Killed, it may take a moment to be gone; unkilled, it would
+		// sleep for more than an hour.
+		initPID := w.Sandbox().InitPID()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			var pid int
+			for _, p := range sandboxProcs(initPID) {
+				if p.cmdline == "sleep "+mark {
+					pid = p.pid
+				}
+			}
+			if pid == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a double-forked child of the program outlived killed: timeout: pid %d", pid)
 			}
 		}
 	})
@@ -1026,7 +1051,29 @@ for i in range(300):
     time.sleep(0.005)
 ' </dev/null >/dev/null 2>&1 & echo started`)
 		t.Logf("%s", outcome(r))
-		time.Sleep(2500 * time.Millisecond) // unstopped, it writes 300 MiB by then
+		// Wait until the writer has begun, then until it is gone: killed at
+		// the quota, or, unstopped, done after writing 300 MiB.
+		initPID := w.Sandbox().InitPID()
+		writer := func() bool {
+			for _, p := range sandboxProcs(initPID) {
+				if strings.HasPrefix(p.cmdline, "python3 -c") {
+					return true
+				}
+			}
+			return false
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for _, err := os.Stat(filepath.Join(w.UpperDir(), "f0")); err != nil; _, err = os.Stat(filepath.Join(w.UpperDir(), "f0")) {
+			if time.Now().After(deadline) {
+				t.Fatal("the background writer never wrote")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for deadline := time.Now().Add(30 * time.Second); writer(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the background writer neither stopped nor ended")
+			}
+		}
 		if used := diskUsage(w.UpperDir(), 1<<40); used > 2*quota {
 			t.Fatalf("a background writer filled the upper layer to %d MiB, past the %d MiB quota", used>>20, quota>>20)
 		}
@@ -1242,4 +1289,107 @@ touch /workspace/.local/state/cellbox/planted 2>&1 || echo write refused`)
 			}
 		})
 	}
+}
+
+// TestAttackDiskQuotaHidden: disk space no walk of names finds still
+// counts toward the quota: a file unlinked while it is written, an
+// O_TMPFILE file, and a file 2,100 directories deep (past PATH_MAX, where a
+// walk by paths fails and used to skip the subtree).
+func TestAttackDiskQuotaHidden(t *testing.T) {
+	const quota = 64 << 20
+	// Each file stays under the per-file limit (RLIMIT_FSIZE is the
+	// quota): 300 MiB in files of 32 MiB, each made by newfile().
+	write := `
+import os, time
+def fill(newfile):
+    held = []
+    for i in range(300):
+        if i % 32 == 0:
+            held.append(newfile(i))
+        os.write(held[-1], b"x" * (1 << 20))
+        time.sleep(0.002)
+    print("survived", flush=True)
+    time.sleep(60)
+`
+	for _, tt := range []struct{ name, script string }{
+		{"unlinked while written", write + `
+def unlinked(i):
+    fd = os.open("/workspace/hidden%d" % i, os.O_CREAT | os.O_WRONLY, 0o644)
+    os.unlink("/workspace/hidden%d" % i)
+    return fd
+fill(unlinked)`},
+		{"O_TMPFILE", write + `
+fill(lambda i: os.open("/workspace", os.O_TMPFILE | os.O_WRONLY, 0o644))`},
+		{"2100 levels deep", write + `
+d = os.open("/workspace", os.O_RDONLY | os.O_DIRECTORY)
+for i in range(2100):
+    os.mkdir("d", dir_fd=d)
+    n = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=d)
+    os.close(d)
+    d = n
+fill(lambda i: os.open("big%d" % i, os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=d))`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newAttackEnv(t)
+			w := e.open(t, "quota-hidden")
+			r := runIn(t, w, protocol.Limits{DiskBytes: quota, TimeoutMs: 60000}, "python3", "-c", tt.script)
+			t.Logf("%s after %v; stderr %s", outcome(r), r.Duration.Round(time.Millisecond), r.Stderr)
+			if r.Status.Reason != "killed: disk quota exceeded" || r.Status.Signal != syscall.SIGKILL {
+				t.Fatalf("%s; want killed: disk quota exceeded", outcome(r))
+			}
+			if strings.Contains(string(r.Stdout), "survived") {
+				t.Fatal("the program wrote all 300 MiB before it was stopped")
+			}
+			if used := diskUsage(w.UpperDir(), 1<<40); used > 4*quota {
+				t.Errorf("%d MiB left in the upper layer, far past the %d MiB quota", used>>20, quota>>20)
+			}
+			if r := runIn(t, w, protocol.Limits{}, "/bin/echo", "ok"); r.Status.Code != 0 {
+				t.Errorf("after the quota kill: %s", outcome(r))
+			}
+		})
+	}
+}
+
+// TestWalkUsageDeepAndBounded: the quota's walk counts a tree deeper than
+// PATH_MAX whole, with a bounded number of descriptors.
+func TestWalkUsageDeepAndBounded(t *testing.T) {
+	dir := t.TempDir()
+	d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const depth = 3000
+	for range depth {
+		if err := unix.Mkdirat(d, "dddddddddd", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		n, err := unix.Openat(d, "dddddddddd", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(d)
+		d = n
+	}
+	f, err := unix.Openat(d, "data", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(f, make([]byte, 8<<20)); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(f)
+	unix.Close(d)
+	fdsBefore, _ := os.ReadDir("/proc/self/fd")
+	used, err := walkUsage(dir, 1<<40)
+	if err != nil {
+		t.Fatalf("walk: %v", err)
+	}
+	if used < 8<<20+depth*minFileCharge {
+		t.Fatalf("counted %d bytes; the tree holds an 8 MiB file under %d directories", used, depth)
+	}
+	fdsAfter, _ := os.ReadDir("/proc/self/fd")
+	if len(fdsAfter) != len(fdsBefore) {
+		t.Errorf("descriptors: %d before the walk, %d after", len(fdsBefore), len(fdsAfter))
+	}
+	// Cleaning up needs descriptors too: os.RemoveAll handles long paths.
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 )
@@ -452,12 +454,33 @@ func TestCommitConflicts(t *testing.T) {
 	sh(t, w, "echo ws > seen.txt; echo ws > ok.txt; echo ws > added.txt; echo ws > touch.txt")
 	wantChanges(t, w, "modified seen.txt 3", "modified ok.txt 3", "added added.txt 3", "modified touch.txt 3")
 	sh(t, w, "echo ws > unseen.txt")
-	time.Sleep(10 * time.Millisecond)
-	writeTree(t, e.project, map[string]string{"added.txt": "outside\n"})
-	for _, p := range []string{"seen.txt", "unseen.txt"} {
-		if err := os.WriteFile(filepath.Join(e.project, p), []byte("outside\n"), 0o644); err != nil {
+	// The project's unseen.txt must change after the copy-up: written
+	// until its ctime is past the upper entry's birth time (timestamps
+	// move in clock ticks).
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, filepath.Join(w.UpperDir(), "unseen.txt"), unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx); err != nil {
+		t.Fatal(err)
+	}
+	btime := stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		unseen := filepath.Join(e.project, "unseen.txt")
+		if err := os.WriteFile(unseen, []byte("outside\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(unseen, &st); err != nil {
+			t.Fatal(err)
+		}
+		if stx.Mask&unix.STATX_BTIME == 0 || st.Ctim.Nano() > btime {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the project's unseen.txt keeps a ctime of %d, not past the copy-up's %d", st.Ctim.Nano(), btime)
+		}
+	}
+	writeTree(t, e.project, map[string]string{"added.txt": "outside\n"})
+	if err := os.WriteFile(filepath.Join(e.project, "seen.txt"), []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// Touched, same bytes: not a conflict.
 	now := time.Now()

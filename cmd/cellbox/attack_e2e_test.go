@@ -68,14 +68,29 @@ func bombsWhileOthersWork(t *testing.T, bomber, other *client, project string) {
 		var r attackReply
 		err := bomber.call(t, "cellboxTest/exec", map[string]any{
 			"workspaceId": bombWS, "argv": []string{"bash", "-c", ":(){ :|:& };:; sleep 60"},
-			"limits": protocol.Limits{Pids: 64, TimeoutMs: 3000},
+			"limits": protocol.Limits{Pids: 64, TimeoutMs: 8000},
 		}, &r)
 		if err != nil {
 			t.Errorf("fork bomb: %v", err)
 		}
 		done <- r
 	}()
-	time.Sleep(500 * time.Millisecond) // let it fill its pids
+	// The bomb has filled (half) its pids.
+	bombs := func() int {
+		n := 0
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasSuffix(string(b), "\x00-c\x00:(){ :|:& };:; sleep 60\x00") {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(20 * time.Second); bombs() < 32; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fork bomb never reached 32 processes (%d)", bombs())
+		}
+	}
 	for i := 0; i < 4; i++ {
 		start := time.Now()
 		var stats protocol.DaemonStats
@@ -84,7 +99,6 @@ func bombsWhileOthersWork(t *testing.T, bomber, other *client, project string) {
 		if d := time.Since(start); d > 5*time.Second || r.Stdout != "still here\n" || stats.Workspaces < 2 {
 			t.Errorf("during the fork bomb: daemon/stats %+v and exec %+v took %v", stats, r, d)
 		}
-		time.Sleep(300 * time.Millisecond)
 	}
 	select {
 	case <-done:

@@ -111,14 +111,18 @@ type note struct {
 
 func newClient(stream jsonrpc2.Stream) *client {
 	c := &client{conn: jsonrpc2.NewConn(stream)}
-	c.conn.Go(context.Background(), jsonrpc2.AsyncHandler(func(ctx context.Context, req *jsonrpc2.Request) (any, error) {
+	c.conn.Go(context.Background(), func(ctx context.Context, req *jsonrpc2.Request) (any, error) {
 		params := append(json.RawMessage(nil), req.Params()...)
 		if !req.IsCall() {
+			// Recorded on the read loop, in wire order: a notification
+			// the daemon sent before a response is in notes when the
+			// call returns. (The method borrows the read buffer.)
 			c.mu.Lock()
-			c.notes = append(c.notes, note{req.Method(), params})
+			c.notes = append(c.notes, note{strings.Clone(req.Method()), params})
 			c.mu.Unlock()
 			return nil, nil
 		}
+		jsonrpc2.Async(ctx) // a request of the daemon may wait for its answer
 		c.mu.Lock()
 		answer := c.answer
 		c.mu.Unlock()
@@ -126,8 +130,28 @@ func newClient(stream jsonrpc2.Stream) *client {
 			return nil, jsonrpc2.ErrMethodNotFound
 		}
 		return answer(req.Method(), params)
-	}))
+	})
 	return c
+}
+
+// waitProgress waits for a $/progress under token: the request that
+// carries it runs.
+func (c *client) waitProgress(t testing.TB, token string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c.mu.Lock()
+		notes := append([]note(nil), c.notes...)
+		c.mu.Unlock()
+		for _, n := range notes {
+			var p protocol.ProgressParams
+			if n.method == protocol.MethodProgress && json.Unmarshal(n.params, &p) == nil && p.Token == token {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no $/progress under %q", token)
+		}
+	}
 }
 
 func (c *client) call(t testing.TB, method string, params, result any) error {
@@ -351,11 +375,13 @@ func TestStdioConcurrencyCancelAndClientRequests(t *testing.T) {
 
 	// A slow request does not delay a fast one.
 	slow := make(chan error, 1)
-	go func() { slow <- c.call(t, "cellboxTest/sleep", map[string]any{"ms": 2000}, nil) }()
-	time.Sleep(50 * time.Millisecond)
+	go func() {
+		slow <- c.call(t, "cellboxTest/sleep", map[string]any{"ms": 3000, "workDoneToken": "slow"}, nil)
+	}()
+	c.waitProgress(t, "slow") // the slow request runs
 	start := time.Now()
 	c.mustCall(t, protocol.MethodDaemonStats, struct{}{}, nil)
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("daemon/stats took %v behind a slow request", d)
 	}
 	select {
@@ -583,8 +609,10 @@ func TestWebsocketEndToEnd(t *testing.T) {
 	c, _ := p.wsClient(t)
 	checkCapabilities(t, c.initialize(t))
 	slow := make(chan error, 1)
-	go func() { slow <- c.call(t, "cellboxTest/sleep", map[string]any{"ms": 1500}, nil) }()
-	time.Sleep(50 * time.Millisecond)
+	go func() {
+		slow <- c.call(t, "cellboxTest/sleep", map[string]any{"ms": 3000, "workDoneToken": "slow"}, nil)
+	}()
+	c.waitProgress(t, "slow") // the slow request runs
 	c.mustCall(t, protocol.MethodDaemonStats, struct{}{}, nil)
 	select {
 	case <-slow:

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,23 +27,26 @@ var allLanguages = []string{"python", "javascript", "bash"}
 // langCode is a snippet per language.
 type langCode struct {
 	print, slowLoop, sleep, setVar, getVar, fail, exit3, readLine string
+	// started prints "started" (flushed), for code that must be seen
+	// running before it is interrupted.
+	started string
 }
 
 var snippets = map[string]langCode{
 	"python": {
 		print: "print('héllo 🌍')", slowLoop: "while True: pass", sleep: "import time; time.sleep(60)",
 		setVar: "marker = 'kept'", getVar: "print(marker)", fail: "1/0", exit3: "import os; os._exit(3)",
-		readLine: "print('got', input('name? '))",
+		readLine: "print('got', input('name? '))", started: "print('started', flush=True)",
 	},
 	"javascript": {
 		print: "console.log('héllo 🌍')", slowLoop: "while (true) {}", sleep: "await new Promise(r => setTimeout(r, 60000))",
 		setVar: "var marker = 'kept'", getVar: "console.log(marker)", fail: "null.x", exit3: "process.exit(3)",
-		readLine: "console.log('got', await input('name? '))",
+		readLine: "console.log('got', await input('name? '))", started: "console.log('started')",
 	},
 	"bash": {
 		print: "echo 'héllo 🌍'", slowLoop: "while :; do :; done", sleep: "sleep 60",
 		setVar: "marker=kept", getVar: "echo $marker", fail: "false", exit3: "exit 3",
-		readLine: "read -p 'name? ' n; echo got $n",
+		readLine: "read -p 'name? ' n; echo got $n", started: "echo started",
 	},
 }
 
@@ -118,18 +122,18 @@ func TestKernelEveryLanguage(t *testing.T) {
 			}
 
 			// Interrupt a busy loop, then a sleep; the kernel lives on.
-			for _, code := range []string{s.slowLoop, s.sleep} {
+			for i, code := range []string{s.slowLoop, s.sleep} {
+				code = s.started + "\n" + code
+				execID := fmt.Sprint("interrupted-", i)
 				done := make(chan protocol.ExecuteResult, 1)
 				go func() {
-					r, _, err := tryRun(t, c, kid, code)
+					r, _, err := tryRun(t, c, kid, code, withID(execID))
 					if err != nil {
 						t.Errorf("execute %q: %v", code, err)
 					}
 					done <- r
 				}()
-				n := len(statuses(t, c, kid))
-				waitStatus(t, c, kid, protocol.KernelStateBusy, n)
-				time.Sleep(100 * time.Millisecond) // into the loop
+				waitOutput(t, c, execID, "started\n") // into the loop
 				c.mustCall(t, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: kid}, nil)
 				select {
 				case r := <-done:
@@ -196,20 +200,45 @@ func TestKernelQueueCancelTimeout(t *testing.T) {
 		res protocol.ExecuteResult
 		err error
 	}
+	sent := 0
 	send := func(code string, stopOnError bool) <-chan out {
 		ch := make(chan out, 1)
-		p := protocol.KernelExecuteParams{KernelID: kid, Code: code, StopOnError: &stopOnError}
+		sent++
+		p := protocol.KernelExecuteParams{KernelID: kid, Code: code, StopOnError: &stopOnError, ExecutionID: fmt.Sprint("queue-", sent)}
 		go func() {
 			var r protocol.ExecuteResult
 			_, err := c.conn.Call(ctx, protocol.MethodKernelExecute, p, &r)
 			ch <- out{r, err}
 		}()
-		time.Sleep(30 * time.Millisecond) // keep the order of the sends
+		waitSent(t, tap, p.ExecutionID) // keep the order of the sends
 		return ch
 	}
-	first := send("import time; time.sleep(0.5); order = ['first']", true)
+	// The first waits for input from the client, which answers once the
+	// others are queued behind it.
+	release := make(chan struct{})
+	c.mu.Lock()
+	c.answer = func(method string, params json.RawMessage) (any, error) {
+		<-release
+		return protocol.KernelInputReply{Value: "first"}, nil
+	}
+	c.mu.Unlock()
+	sendInput := func(code string) <-chan out {
+		ch := make(chan out, 1)
+		sent++
+		stop := true
+		p := protocol.KernelExecuteParams{KernelID: kid, Code: code, StopOnError: &stop, AllowStdin: true, ExecutionID: fmt.Sprint("queue-", sent)}
+		go func() {
+			var r protocol.ExecuteResult
+			_, err := c.conn.Call(ctx, protocol.MethodKernelExecute, p, &r)
+			ch <- out{r, err}
+		}()
+		waitSent(t, tap, p.ExecutionID)
+		return ch
+	}
+	first := sendInput("order = [input()]")
 	second := send("order.append('second'); 1/0", true)
 	third := send("order.append('third')", true)
+	release <- struct{}{}
 	if r := <-first; r.err != nil || r.res.Status != protocol.ExecutionStatusOK {
 		t.Fatalf("first: %+v", r)
 	}
@@ -234,17 +263,20 @@ func TestKernelQueueCancelTimeout(t *testing.T) {
 		t.Fatalf("b with stopOnError false before it: %+v", r)
 	}
 
-	// $/cancelRequest of a queued execution: it never runs.
-	running := send("import time; time.sleep(0.5)", true)
+	// $/cancelRequest of a queued execution: it never runs. The one before
+	// it waits for input until the cancel is answered.
+	running := sendInput("input()")
 	queued := make(chan error, 1)
 	go func() {
 		_, err := c.conn.Call(ctx, protocol.MethodKernelExecute, protocol.KernelExecuteParams{KernelID: kid, Code: "order.append('cancelled')", ExecutionID: "queued-1"}, nil)
 		queued <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
 	cancelExecution(t, c, tap, "queued-1")
 	wantCode(t, <-queued, protocol.CodeRequestCancelled)
-	<-running
+	release <- struct{}{}
+	if r := <-running; r.err != nil || r.res.Status != protocol.ExecutionStatusOK {
+		t.Fatalf("the execution before the cancelled one: %+v", r)
+	}
 	res, outs = execute(t, c, kid, "'cancelled' in order")
 	if resultText(t, outs) != "False" {
 		t.Fatalf("a cancelled queued execution ran: %+v", outs)
@@ -421,10 +453,10 @@ func TestKernelAttachReplay(t *testing.T) {
 	}()
 	waitStatus(t, a, kid, protocol.KernelStateBusy, len(statuses(t, a, kid)))
 	wa.Close()
-	time.Sleep(1500 * time.Millisecond)
-
 	b, _ := l.wsClient(t)
 	b.initialize(t)
+	// The code ends with no client attached: the kernel goes idle.
+	waitKernelState(t, b, kid, protocol.KernelStateIdle)
 	from := twoSeq
 	b.mustCall(t, protocol.MethodKernelAttach, protocol.KernelAttachParams{KernelID: kid, FromSeq: &from}, nil)
 	replayed := kernelOutputs(t, b, "")
@@ -439,8 +471,7 @@ func TestKernelAttachReplay(t *testing.T) {
 	b.mustCall(t, protocol.MethodKernelDetach, protocol.KernelIDParams{KernelID: kid}, nil)
 	var all []protocol.KernelOutputParams
 	b.mustCall(t, protocol.MethodKernelAttach, protocol.KernelAttachParams{KernelID: kid}, nil)
-	time.Sleep(100 * time.Millisecond)
-	all = kernelOutputs(t, b, "")
+	all = kernelOutputs(t, b, "") // the replay came before the response
 	if len(all) < 4 {
 		t.Fatalf("replay of everything = %+v", all)
 	}

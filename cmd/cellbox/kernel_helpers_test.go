@@ -59,27 +59,65 @@ func tryRun(t testing.TB, c *client, kid, code string, opts ...func(*protocol.Ke
 	return res, outputsOf(t, c, p.ExecutionID), nil
 }
 
-// outputsOf waits until the client has taken every kernel/output of an
-// execution (notifications are handled on their own goroutines, so they
-// may trail the response a little) and returns them in seq order.
+// outputsOf returns the kernel/output of an execution in seq order
+// (checked consecutive). The daemon sends them before the execution's
+// response and the client records notifications in wire order, so they
+// are all there once the call has returned.
 func outputsOf(t testing.TB, c *client, execID string) []protocol.KernelOutputParams {
 	t.Helper()
-	var outs []protocol.KernelOutputParams
-	last, stable := -1, time.Now()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		outs = kernelOutputs(t, c, execID)
-		if len(outs) != last {
-			last, stable = len(outs), time.Now()
-		} else if time.Since(stable) > 60*time.Millisecond && consecutive(outs) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	outs := kernelOutputs(t, c, execID)
 	if !consecutive(outs) {
 		t.Fatalf("outputs of %s are not consecutive: %v", execID, seqs(outs))
 	}
 	return outs
+}
+
+// waitOutput waits until an execution's stdout holds text: its code is
+// running past the point that printed it.
+func waitOutput(t testing.TB, c *client, execID, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if strings.Contains(streamText(kernelOutputs(t, c, execID), protocol.StreamStdout), text) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %s never printed %q; outputs %+v", execID, text, kernelOutputs(t, c, execID))
+		}
+	}
+}
+
+// waitKernelState waits until kernel/list shows kid in state st.
+func waitKernelState(t testing.TB, c *client, kid string, st protocol.KernelState) {
+	t.Helper()
+	var last protocol.KernelListResult
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c.mustCall(t, protocol.MethodKernelList, protocol.KernelListParams{}, &last)
+		for _, k := range last.Kernels {
+			if k.KernelID == kid && k.State == st {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kernel %s never %s: %+v", kid, st, last.Kernels)
+		}
+	}
+}
+
+// waitSent waits until the kernel/execute of execID has been written to
+// the daemon, so requests sent one after another arrive in that order.
+func waitSent(t testing.TB, tap *tapStream, execID string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		tap.mu.Lock()
+		_, ok := tap.ids[execID]
+		tap.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no kernel/execute sent for %s", execID)
+		}
+	}
 }
 
 func kernelOutputs(t testing.TB, c *client, execID string) []protocol.KernelOutputParams {
@@ -229,7 +267,9 @@ type tapStream struct {
 
 func (s *tapStream) Write(ctx context.Context, m jsonrpc2.Message) (int64, error) {
 	// The library hands the stream its own unexported call type: look at
-	// its JSON.
+	// its JSON. The id is recorded once the request is written.
+	var execID string
+	var id json.RawMessage
 	if b, err := jsonrpc2.EncodeMessage(m); err == nil {
 		var call struct {
 			ID     json.RawMessage `json:"id"`
@@ -239,12 +279,16 @@ func (s *tapStream) Write(ctx context.Context, m jsonrpc2.Message) (int64, error
 			} `json:"params"`
 		}
 		if json.Unmarshal(b, &call) == nil && len(call.ID) > 0 && call.Method == protocol.MethodKernelExecute {
-			s.mu.Lock()
-			s.ids[call.Params.ExecutionID] = call.ID
-			s.mu.Unlock()
+			execID, id = call.Params.ExecutionID, call.ID
 		}
 	}
-	return s.Stream.Write(ctx, m)
+	n, err := s.Stream.Write(ctx, m)
+	if err == nil && id != nil {
+		s.mu.Lock()
+		s.ids[execID] = id
+		s.mu.Unlock()
+	}
+	return n, err
 }
 
 // tappedClient is p.client() with a tapStream.

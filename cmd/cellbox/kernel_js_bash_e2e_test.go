@@ -62,8 +62,22 @@ fs.writeFileSync('node_modules/greet/index.js', "module.exports = n => 'hi ' + n
 	}
 
 	// A rejection nobody awaits does not take the kernel down.
-	execute(t, c, kid, "Promise.reject(new Error('later')); 1")
-	time.Sleep(50 * time.Millisecond)
+	// It is reported, as the cell's error or, once the cell is done, on
+	// stderr; then the kernel runs on.
+	if res, _ = execute(t, c, kid, "Promise.reject(new Error('later')); 1"); res.Status != protocol.ExecutionStatusError {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var text strings.Builder
+			for _, o := range kernelOutputs(t, c, "") {
+				text.WriteString(o.Text)
+			}
+			if strings.Contains(text.String(), "Uncaught (in promise)") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the unhandled rejection was not reported: %+v", res)
+			}
+		}
+	}
 	if _, outs = execute(t, c, kid, "a"); resultText(t, outs) != "2" {
 		t.Fatalf("after an unhandled rejection: %+v", outs)
 	}
@@ -117,11 +131,10 @@ func TestKernelBash(t *testing.T) {
 	// Interrupt: the sleep and the rest of the cell stop; the shell stays.
 	done := make(chan []protocol.KernelOutputParams, 1)
 	go func() {
-		_, outs, _ := tryRun(t, c, kid, "sleep 30; echo after", withID("bash-int"))
+		_, outs, _ := tryRun(t, c, kid, "echo started; sleep 30; echo after", withID("bash-int"))
 		done <- outs
 	}()
-	waitStatus(t, c, kid, protocol.KernelStateBusy, len(statuses(t, c, kid)))
-	time.Sleep(100 * time.Millisecond)
+	waitOutput(t, c, "bash-int", "started\n")
 	c.mustCall(t, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: kid}, nil)
 	select {
 	case outs := <-done:

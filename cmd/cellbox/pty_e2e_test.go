@@ -139,7 +139,12 @@ func TestPtyEndToEnd(t *testing.T) {
 			}
 			id := c.open(t, protocol.PtyOpenParams{WorkspaceID: ws, Command: prog, Cols: 100, Rows: 30})
 			c.waitText(t, id, "\x1b[?1049h") // the alternate screen
-			time.Sleep(200 * time.Millisecond)
+			// The screen is drawn: the program reads its keys now.
+			if prog[0] == "vi" {
+				c.waitText(t, id, "notes.txt")
+			} else {
+				c.waitText(t, id, "PID")
+			}
 			if prog[0] == "vi" {
 				c.write(t, id, "\x1b:q\r")
 			} else {
@@ -354,6 +359,8 @@ func TestPtySlowClient(t *testing.T) {
 	if c.waitExit(t, other); !strings.HasSuffix(c.text(other), "199999\n200000\n") {
 		t.Fatalf("the other terminal: %q", c.text(other))
 	}
+	// A window for output that goes on despite the pause: nothing must
+	// arrive, which no condition can show.
 	time.Sleep(500 * time.Millisecond)
 	if now := c.state(stuck).bytes; now != got {
 		t.Fatalf("the paused terminal sent %d more bytes without acks", now-got)
@@ -388,15 +395,24 @@ func TestPtySlowClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Its terminal runs.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c.mustCall(t, protocol.MethodDaemonStats, struct{}{}, &stats)
+		if stats.Ptys == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon/stats ptys = %d, want 2", stats.Ptys)
+		}
+	}
+	// Meanwhile the daemon's memory must not grow: sampled for a while,
+	// since no condition says it never will.
 	for range 5 {
 		time.Sleep(300 * time.Millisecond)
 		c.mustCall(t, protocol.MethodDaemonStats, struct{}{}, &stats)
 		if stats.MemoryBytes > before.MemoryBytes+64<<20 {
 			t.Fatalf("daemon memory grew from %d to %d MB with a client that does not read", before.MemoryBytes>>20, stats.MemoryBytes>>20)
 		}
-	}
-	if stats.Ptys != 2 {
-		t.Fatalf("daemon/stats ptys = %d, want 2", stats.Ptys)
 	}
 	c.check(t, stuck)
 }
@@ -413,7 +429,9 @@ func TestPtyReattach(t *testing.T) {
 	_ = a.conn.Close() // the browser tab goes away
 	last := a.state(id).next - 1
 
-	time.Sleep(500 * time.Millisecond) // output goes on meanwhile
+	// Output goes on meanwhile. Any length of the gap will do: the ticks
+	// are checked once the program is done.
+	time.Sleep(500 * time.Millisecond)
 	b := wsPtyClient(t, p)
 	var stats protocol.DaemonStats
 	b.mustCall(t, protocol.MethodDaemonStats, struct{}{}, &stats)
@@ -446,10 +464,15 @@ func TestPtyReattach(t *testing.T) {
 	}
 
 	// The ring (1 MiB) drops what a detached terminal printed beyond it.
-	big := b.open(t, protocol.PtyOpenParams{Command: []string{"sh", "-c", "echo start; sleep 0.3; yes | head -c 3000000; echo end; sleep 60"}})
+	mark := sleepMark()
+	big := b.open(t, protocol.PtyOpenParams{Command: []string{"sh", "-c", "echo start; sleep 0.3; yes | head -c 3000000; echo end; sleep " + mark}})
 	b.waitText(t, big, "start\n")
 	_ = b.conn.Close()
-	time.Sleep(1500 * time.Millisecond)
+	// The 3 MB are written once the shell sleeps; the daemon has read all
+	// but what the terminal's buffer holds.
+	if n := waitHostProcs(1, "sleep", mark); n != 1 {
+		t.Fatalf("the detached terminal's program never got to its end (%d sleeps)", n)
+	}
 	v.mustCall(t, protocol.MethodPtyAttach, protocol.PtyAttachParams{PtyID: big, FromSeq: new(int64(1))}, &res)
 	if !res.Dropped || res.FirstSeq <= 2 {
 		t.Fatalf("attach from 1 after 3 MB: %+v", res)

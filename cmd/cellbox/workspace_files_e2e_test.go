@@ -359,10 +359,13 @@ func workspaceFilesE2E(t *testing.T, asUser bool) {
 
 	// discard, while a program of the workspace runs
 	running := make(chan error, 1)
+	mark := fmt.Sprintf("3.%06d", time.Now().UnixNano()%1000000)
 	go func() {
-		running <- c.call(t, "cellboxTest/exec", map[string]any{"workspaceId": ws, "argv": []string{"sh", "-c", "exec 3<empty.txt; sleep 3"}}, nil)
+		running <- c.call(t, "cellboxTest/exec", map[string]any{"workspaceId": ws, "argv": []string{"sh", "-c", "exec 3<empty.txt; sleep " + mark}}, nil)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	if n := waitHostProcs(1, "sleep", mark); n != 1 {
+		t.Fatalf("the program holding empty.txt does not run (%d)", n)
+	}
 	var disc protocol.WorkspaceDiscardResult
 	c.mustCall(t, protocol.MethodWorkspaceDiscard, protocol.WorkspaceDiscardParams{WorkspaceID: ws, Paths: []string{"conflict.txt"}}, &disc)
 	if strings.Join(disc.Discarded, ",") != "conflict.txt" {
@@ -488,7 +491,7 @@ func TestWorkspaceCommitProgress(t *testing.T) {
 // progressKinds are the kinds of the $/progress notes under token.
 func progressKinds(c *client, token string) []string {
 	// The end note may trail the response by a moment.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var kinds []string
 		c.mu.Lock()
