@@ -1,8 +1,6 @@
 package workspace
 
 import (
-	"io/fs"
-	"path/filepath"
 	"time"
 
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
@@ -15,9 +13,21 @@ const quotaInterval = 250 * time.Millisecond
 // flood of empty files meets the quota too.
 const minFileCharge = 4096
 
+// quotaRetries: a walk that saw the tree change is tried again at once,
+// this many times; quotaFailures ticks in a row whose walks all failed
+// kill the sandbox's programs (a tree that cannot be measured is not
+// trusted to be under its quota).
+const (
+	quotaRetries  = 3
+	quotaFailures = 20
+)
+
 // watchQuota measures the workspace's writable layer while its sandbox
 // runs (a program's background children may write after it ends) and,
-// over the quota, kills every program of the sandbox.
+// over the quota, kills every program of the sandbox. What is measured:
+// the files under the upper layer (walked by descriptors, see walkUsage)
+// and the files its programs hold open or mapped after unlinking them
+// (heldDeleted), which no walk can find.
 func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 	dir := w.UpperDir()
 	if dir == "" {
@@ -25,6 +35,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 	}
 	t := time.NewTicker(quotaInterval)
 	defer t.Stop()
+	failed := 0
 	for {
 		select {
 		case <-sb.Done():
@@ -34,36 +45,46 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		w.mu.Lock()
 		quota := w.quota
 		w.mu.Unlock()
-		if used := diskUsage(dir, quota); used > quota {
-			w.m.log.Warn("disk quota exceeded; killing the workspace's programs", "workspace", w.id, "used_bytes", used, "quota_bytes", quota)
-			w.mu.Lock()
-			for p := range w.procs {
-				p.setReason("killed: disk quota exceeded")
-			}
-			w.mu.Unlock()
-			_ = sb.KillAll()
+		used, err := measure(dir, quota)
+		if err == nil {
+			used += heldDeleted(sb.InitPID())
+			failed = 0
+		} else if failed++; failed < quotaFailures {
+			continue
 		}
+		if err == nil && used <= quota {
+			continue
+		}
+		reason := "killed: disk quota exceeded"
+		if err != nil {
+			reason = "killed: the workspace's disk use could not be measured (" + err.Error() + ")"
+			failed = 0
+		}
+		w.m.log.Warn("disk quota: killing the workspace's programs", "workspace", w.id, "used_bytes", used, "quota_bytes", quota, "reason", reason)
+		w.mu.Lock()
+		for p := range w.procs {
+			p.setReason(reason)
+		}
+		w.mu.Unlock()
+		_ = sb.KillAll()
 	}
 }
 
-// diskUsage is the space the files under dir take (allocated blocks, each
-// file at least minFileCharge); it stops counting past limit.
-func diskUsage(dir string, limit int64) int64 {
+// measure is walkUsage, tried again when the tree changed under it.
+func measure(dir string, limit int64) (int64, error) {
 	var used int64
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
+	var err error
+	for range quotaRetries {
+		if used, err = walkUsage(dir, limit); err == nil || used > limit {
+			return used, nil
 		}
-		used += minFileCharge
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				used += max(blocks(fi)-minFileCharge, 0)
-			}
-		}
-		if used > limit {
-			return filepath.SkipAll
-		}
-		return nil
-	})
+	}
+	return used, err
+}
+
+// diskUsage is the space the files under dir take (see walkUsage); it
+// stops counting past limit.
+func diskUsage(dir string, limit int64) int64 {
+	used, _ := measure(dir, limit)
 	return used
 }

@@ -1,8 +1,16 @@
 package workspace
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
 	"io/fs"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 func blocks(fi fs.FileInfo) int64 {
@@ -10,4 +18,273 @@ func blocks(fi fs.FileInfo) int64 {
 		return st.Blocks * 512
 	}
 	return fi.Size()
+}
+
+// maxOpenDirs bounds the descriptors one walk keeps open: deeper, a
+// directory's descriptor is closed and opened again from its child ("..")
+// when the walk comes back up, checked to be the same directory.
+const maxOpenDirs = 64
+
+// errTreeChanged: a directory moved while the walk was in it.
+var errTreeChanged = errors.New("a directory moved while the workspace was measured")
+
+// walkUsage is the space the files under dir take (allocated blocks, each
+// entry at least minFileCharge), counted by descriptors (openat, never a
+// path, so no depth is too deep for it), with at most maxOpenDirs of them
+// open. It stops counting past limit. An error says the count is not
+// whole: nothing is skipped silently.
+func walkUsage(dir string, limit int64) (int64, error) {
+	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", dir, err)
+	}
+	type frame struct {
+		fd       int // -1 while closed (see maxOpenDirs)
+		dev, ino uint64
+		subdirs  []string
+	}
+	var used int64
+	// list counts the entries of the directory open at fd and returns its
+	// subdirectories.
+	list := func(fd int) ([]string, error) {
+		var subdirs []string
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := unix.Getdents(fd, buf)
+			if err != nil {
+				return nil, fmt.Errorf("read a directory: %w", err)
+			}
+			if n <= 0 {
+				return subdirs, nil
+			}
+			names := parseDirents(buf[:n])
+			for _, name := range names {
+				var st unix.Stat_t
+				if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					if errors.Is(err, unix.ENOENT) {
+						continue // removed since it was listed
+					}
+					return nil, fmt.Errorf("stat %q: %w", name, err)
+				}
+				used += max(st.Blocks*512, minFileCharge)
+				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					subdirs = append(subdirs, name)
+				}
+			}
+			if used > limit {
+				return nil, nil
+			}
+		}
+	}
+	stat := func(fd int) (uint64, uint64, error) {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return 0, 0, err
+		}
+		return st.Dev, st.Ino, nil
+	}
+	dev, ino, err := stat(root)
+	if err != nil {
+		unix.Close(root)
+		return 0, err
+	}
+	subs, err := list(root)
+	stack := []*frame{{fd: root, dev: dev, ino: ino, subdirs: subs}}
+	defer func() {
+		for _, f := range stack {
+			if f.fd >= 0 {
+				unix.Close(f.fd)
+			}
+		}
+	}()
+	if err != nil {
+		return used, err
+	}
+	open := 1
+	for len(stack) > 0 && used <= limit {
+		top := stack[len(stack)-1]
+		if len(top.subdirs) == 0 {
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 {
+				parent := stack[len(stack)-1]
+				if parent.fd < 0 {
+					fd, err := unix.Openat(top.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					if err != nil {
+						unix.Close(top.fd)
+						return used, fmt.Errorf("open a directory's parent: %w", err)
+					}
+					if d, i, err := stat(fd); err != nil || d != parent.dev || i != parent.ino {
+						unix.Close(fd)
+						unix.Close(top.fd)
+						return used, errTreeChanged
+					}
+					parent.fd = fd
+					open++
+				}
+			}
+			unix.Close(top.fd)
+			open--
+			continue
+		}
+		name := top.subdirs[len(top.subdirs)-1]
+		top.subdirs = top.subdirs[:len(top.subdirs)-1]
+		fd, err := unix.Openat(top.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+				// Moved, removed or swapped for something else since it was
+				// listed: its files may now be where the walk has been.
+				return used, errTreeChanged
+			}
+			return used, fmt.Errorf("open directory %q: %w", name, err)
+		}
+		d, i, err := stat(fd)
+		if err != nil {
+			unix.Close(fd)
+			return used, err
+		}
+		subs, err := list(fd)
+		if err != nil {
+			unix.Close(fd)
+			return used, err
+		}
+		stack = append(stack, &frame{fd: fd, dev: d, ino: i, subdirs: subs})
+		open++
+		if open > maxOpenDirs {
+			// Close the outermost open ancestor (never the root's
+			// direct line we are about to use).
+			for _, f := range stack[:len(stack)-1] {
+				if f.fd >= 0 {
+					unix.Close(f.fd)
+					f.fd = -1
+					open--
+					break
+				}
+			}
+		}
+	}
+	return used, nil
+}
+
+// parseDirents returns the names in a buffer of linux_dirent64 records,
+// without "." and "..".
+func parseDirents(b []byte) []string {
+	var names []string
+	for len(b) >= 19 {
+		reclen := int(b[16]) | int(b[17])<<8
+		if reclen < 19 || reclen > len(b) {
+			break
+		}
+		name := b[19:reclen]
+		if i := strings.IndexByte(string(name), 0); i >= 0 {
+			name = name[:i]
+		}
+		if s := string(name); s != "." && s != ".." {
+			names = append(names, s)
+		}
+		b = b[reclen:]
+	}
+	return names
+}
+
+// heldDeleted is the space of files that the processes below pid hold
+// open, or mapped, after they were unlinked (or made with O_TMPFILE): they
+// take disk space under no name a walk can find. Files on a tmpfs (the
+// sandbox's /tmp and /dev/shm, memfd) are not counted here: their own size
+// bounds them. A deleted file only mapped counts at the extent mapped when
+// its size cannot be read (an unprivileged daemon cannot open
+// /proc/PID/map_files).
+func heldDeleted(pid int) int64 {
+	type key struct{ dev, ino uint64 }
+	seen := map[key]int64{}
+	for _, p := range descendants(pid) {
+		dir := "/proc/" + strconv.Itoa(p)
+		fds, _ := os.ReadDir(dir + "/fd")
+		for _, e := range fds {
+			fdPath := dir + "/fd/" + e.Name()
+			link, err := os.Readlink(fdPath)
+			if err != nil || !strings.HasSuffix(link, " (deleted)") {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(fdPath, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || onTmpfs(fdPath) {
+				continue
+			}
+			seen[key{st.Dev, st.Ino}] = max(seen[key{st.Dev, st.Ino}], st.Blocks*512)
+		}
+		f, err := os.Open(dir + "/maps")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// start-end perms offset major:minor inode path (deleted)
+			line := sc.Text()
+			if !strings.HasSuffix(line, " (deleted)") {
+				continue
+			}
+			fields := strings.Fields(line)
+			if len(fields) < 6 || fields[4] == "0" {
+				continue
+			}
+			ino, _ := strconv.ParseUint(fields[4], 10, 64)
+			mm := strings.SplitN(fields[3], ":", 2)
+			if len(mm) != 2 {
+				continue
+			}
+			major, _ := strconv.ParseUint(mm[0], 16, 32)
+			minor, _ := strconv.ParseUint(mm[1], 16, 32)
+			k := key{unix.Mkdev(uint32(major), uint32(minor)), ino}
+			if _, ok := seen[k]; ok {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(dir+"/map_files/"+fields[0], &st) == nil {
+				if st.Mode&unix.S_IFMT == unix.S_IFREG && !onTmpfs(dir+"/map_files/"+fields[0]) {
+					seen[k] = max(seen[k], st.Blocks*512)
+				}
+				continue
+			}
+			if strings.HasPrefix(fields[5], "/dev/shm/") || strings.HasPrefix(fields[5], "/memfd:") || strings.HasPrefix(fields[5], "/tmp/") || strings.HasPrefix(fields[5], "/SYSV") {
+				continue // tmpfs, bounded by its size
+			}
+			se := strings.SplitN(fields[0], "-", 2)
+			start, _ := strconv.ParseUint(se[0], 16, 64)
+			end, _ := strconv.ParseUint(se[len(se)-1], 16, 64)
+			off, _ := strconv.ParseUint(fields[2], 16, 64)
+			seen[k] = max(seen[k], int64(off+end-start))
+		}
+		f.Close()
+	}
+	var total int64
+	for _, n := range seen {
+		total += n
+	}
+	return total
+}
+
+// onTmpfs says whether path (a /proc magic link) is a file on a tmpfs.
+func onTmpfs(path string) bool {
+	var sf unix.Statfs_t
+	return unix.Statfs(path, &sf) == nil && sf.Type == unix.TMPFS_MAGIC
+}
+
+// descendants lists pid and every process below it, from the kernel's
+// children lists.
+func descendants(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out) && len(out) < 1<<16; i++ {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(out[i]) + "/task")
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(out[i]) + "/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
 }
