@@ -1393,3 +1393,90 @@ func TestWalkUsageDeepAndBounded(t *testing.T) {
 	}
 	// Cleaning up needs descriptors too: os.RemoveAll handles long paths.
 }
+
+// TestAttackFifoSwap: code swaps a changed file with a FIFO it holds open,
+// in a loop (renameat2 RENAME_EXCHANGE), so that the daemon opens the FIFO
+// where it expects the file. Changes, diff, checkpoint, commit and discard
+// each answer (the file as a conflict, or skipped), and the workspace is
+// not left locked.
+func TestAttackFifoSwap(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "fifo-swap")
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := pyPrelude + `
+import threading
+N = 100
+for i in range(N):
+    open("/workspace/f%d.txt" % i, "w").write("changed %d\n" % i)
+    os.mkfifo("/workspace/p%d" % i)
+    os.open("/workspace/p%d" % i, os.O_RDWR)  # held open: a reader would wait forever
+stop = False
+def swap():
+    while not stop:
+        for i in range(N):
+            libc.syscall(316, -100, ("/workspace/f%d.txt" % i).encode(), -100, ("/workspace/p%d" % i).encode(), 2)
+threading.Thread(target=swap, daemon=True).start()
+print("swapping", flush=True)
+sys.stdin.read()
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := w.Spawn(ctx, ProcSpec{Argv: []string{"python3", "-c", script}, Stdin: inR, Stdout: outW, Stderr: outW, Limits: limits(t, protocol.Limits{})})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	sc := bufio.NewScanner(outR)
+	if !sc.Scan() || sc.Text() != "swapping" {
+		t.Fatalf("the swapper said %q", sc.Text())
+	}
+	ops := []struct {
+		name string
+		f    func(context.Context) error
+	}{
+		{"changes", func(ctx context.Context) error { _, err := w.Changes(ctx); return err }},
+		{"diff", func(ctx context.Context) error { _, err := w.Diff(ctx, nil); return err }},
+		{"checkpoint", func(ctx context.Context) error { _, err := w.Checkpoint(ctx, "swap", nil); return err }},
+		{"commit", func(ctx context.Context) error { _, err := w.Commit(ctx, nil, nil); return err }},
+		{"discard", func(ctx context.Context) error { _, err := w.Discard(ctx, nil); return err }},
+	}
+	for round := range 40 {
+		for _, op := range ops {
+			if round < 39 && op.name != "diff" && op.name != "changes" {
+				continue // the reads many times; the writes once, last
+			}
+			octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- op.f(octx) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				// Still reading the FIFO, cancelled or not: end the swapper
+				// (its end of the FIFO closes) so the operation returns.
+				_ = p.Kill()
+				<-done
+				ocancel()
+				t.Fatalf("%s hung on the swapped FIFO and ignored its cancellation", op.name)
+			}
+			ocancel()
+			if round == 39 {
+				t.Logf("%s under the swap: %v after %v", op.name, err, time.Since(start).Round(time.Millisecond))
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s hung on the swapped FIFO until its deadline", op.name)
+			}
+		}
+	}
+	inW.Close()
+}

@@ -584,13 +584,29 @@ func sameReaders(a, b io.Reader) (bool, error) {
 
 // openFileAt opens a regular file for reading without following a symlink
 // and without blocking on a FIFO.
+// openFileAt opens the regular file name in dir for reading. The type is
+// checked on the descriptor: code in the sandbox can swap a file for a FIFO
+// (renameat2 RENAME_EXCHANGE) between a stat and the open, and a read of a
+// FIFO whose writer it holds open would never end.
 func openFileAt(dir int, name string) (*os.File, error) {
 	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fstat", Path: name, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
 	return os.NewFile(uintptr(fd), name), nil
 }
+
+// errNotRegular: a path that was a regular file is something else now.
+var errNotRegular = errors.New("not a regular file any more (replaced while cellbox read it)")
 
 func hashAt(dir int, name string) (string, error) {
 	f, err := openFileAt(dir, name)

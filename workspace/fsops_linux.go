@@ -759,11 +759,10 @@ func copyTree(sdir int, sname string, ddir int, dname string) error {
 			return err
 		}
 	case unix.S_IFREG:
-		in, err := unix.Openat(sdir, sname, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		inf, err := openFileAt(sdir, sname)
 		if err != nil {
 			return err
 		}
-		inf := os.NewFile(uintptr(in), sname)
 		defer inf.Close()
 		out, err := unix.Openat(ddir, dname, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
