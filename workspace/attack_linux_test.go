@@ -1480,3 +1480,50 @@ sys.stdin.read()
 	}
 	inW.Close()
 }
+
+// TestAttackNetworkHostIsTheHosts: network "host" is what it says (the
+// user asked for it): TCP reaches a server on the host as UDP does; it was
+// UDP only, Landlock refusing every TCP connect. "none" stays closed (see
+// TestAttackNetwork).
+func TestAttackNetworkHostIsTheHosts(t *testing.T) {
+	e := newAttackEnv(t)
+	w := e.open(t, "net-host")
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 16)
+		n, _ := c.Read(b)
+		got <- string(b[:n])
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, w, ProcSpec{Argv: []string{"python3", "-c", fmt.Sprintf(`
+import socket
+s = socket.create_connection(("127.0.0.1", %d), timeout=10)
+s.sendall(b"over tcp")
+s.close()
+print("sent")`, ln.Addr().(*net.TCPAddr).Port)}, Network: protocol.NetworkModeHost, Limits: limits(t, protocol.Limits{})}, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.Code != 0 || !strings.Contains(string(res.Stdout), "sent") {
+		t.Fatalf("TCP to the host with network host: %s\n%s%s", outcome(res), res.Stdout, res.Stderr)
+	}
+	select {
+	case s := <-got:
+		if s != "over tcp" {
+			t.Fatalf("the host's server read %q", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the host's server got nothing")
+	}
+}

@@ -158,6 +158,9 @@ func initMain([]string) int {
 		sp.Process.Kill()
 		return fail(err)
 	}
+	if pm.Prep.Network == NetworkHost {
+		_, _ = goW.Write([]byte(NetworkHost))
+	}
 	goW.Close() // go
 
 	if err := ctl.send(&msg{Op: "built", Layers: layers}); err != nil {

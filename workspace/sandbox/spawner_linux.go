@@ -60,16 +60,18 @@ func spawnerMain([]string) int {
 		fmt.Fprintln(os.Stderr, "sandbox spawner:", err)
 		return 1
 	}
-	// Wait for the init to finish the root (EOF on the go pipe).
+	// Wait for the init to finish the root (EOF on the go pipe); it writes
+	// "host" first when the sandbox has the host's network.
 	goR := os.NewFile(spawnerGoFD, "go")
-	_, _ = io.Copy(io.Discard, goR)
+	said, _ := io.ReadAll(io.LimitReader(goR, 64))
 	goR.Close()
+	hostNetwork := string(said) == string(NetworkHost)
 
 	if err := innerProc(); err != nil {
 		_ = conn.send(&msg{Op: "error", Err: err.Error()})
 		return 1
 	}
-	layers, err := lockDown()
+	layers, err := lockDown(hostNetwork)
 	if err != nil {
 		_ = conn.send(&msg{Op: "error", Err: err.Error()})
 		return 1
@@ -145,7 +147,7 @@ func capInotify() error {
 }
 
 // lockDown applies to the spawner itself what every program must have.
-func lockDown() (*Layers, error) {
+func lockDown(hostNetwork bool) (*Layers, error) {
 	layers := &Layers{}
 	// No namespace of any kind can be created below this point.
 	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time"} {
@@ -167,7 +169,9 @@ func lockDown() (*Layers, error) {
 	if err := thisThread(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return nil, fmt.Errorf("set no_new_privs: %w", err)
 	}
-	if err := installLandlock(existing(landlockRO), existing(landlockRW), false); err != nil {
+	// Landlock's TCP rules would leave "host" half a network (UDP only):
+	// with the host's network, TCP is the host's too.
+	if err := installLandlock(existing(landlockRO), existing(landlockRW), hostNetwork); err != nil {
 		layers.Reason = err.Error()
 	} else {
 		layers.Landlock = true
