@@ -1527,3 +1527,70 @@ print("sent")`, ln.Addr().(*net.TCPAddr).Port)}, Network: protocol.NetworkModeHo
 		t.Fatal("the host's server got nothing")
 	}
 }
+
+// TestAttackMemoryTogether: memoryBytes holds for the sandbox's programs
+// together, not only per process (RLIMIT_AS): memory written into memfd
+// files, which is in no address space, and six processes each under the
+// per-process limit are both stopped; a program under its limit is not.
+func TestAttackMemoryTogether(t *testing.T) {
+	const limit = 256 << 20
+	for _, tt := range []struct {
+		name, script string
+		killed       bool
+	}{
+		{"memfd", `
+import os, time
+fd = None
+for i in range(800):
+    if i % 64 == 0:
+        fd = os.memfd_create("m%d" % i)
+    os.write(fd, b"x" * (1 << 20))
+print("holding 800 MiB", flush=True)
+time.sleep(60)`, true},
+		{"six processes", `
+import os, time
+kids = []
+for i in range(6):
+    pid = os.fork()
+    if pid == 0:
+        b = bytearray(90 << 20)
+        for j in range(0, len(b), 4096):
+            b[j] = 1
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+time.sleep(5)
+print("holding 540 MiB", flush=True)
+for k in kids:
+    os.waitpid(k, 0)`, true},
+		{"under the limit", `
+b = bytearray(100 << 20)
+for j in range(0, len(b), 4096):
+    b[j] = 1
+import time
+time.sleep(1.5)
+print("done", flush=True)`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newAttackEnv(t)
+			w := e.open(t, "memory")
+			r := runIn(t, w, protocol.Limits{MemoryBytes: limit, TimeoutMs: 60000}, "python3", "-c", tt.script)
+			t.Logf("%s after %v: %s", outcome(r), r.Duration.Round(time.Millisecond), r.Stdout)
+			if !tt.killed {
+				if r.Status.Code != 0 || !strings.Contains(string(r.Stdout), "done") {
+					t.Fatalf("a program under its limit: %s", outcome(r))
+				}
+				return
+			}
+			if !strings.HasPrefix(r.Status.Reason, "killed: memory limit") {
+				t.Fatalf("%s; want killed: memory limit", outcome(r))
+			}
+			if r.Duration > 30*time.Second {
+				t.Errorf("stopped after %v", r.Duration)
+			}
+			if r := runIn(t, w, protocol.Limits{}, "/bin/echo", "ok"); r.Status.Code != 0 {
+				t.Errorf("after the memory kill: %s", outcome(r))
+			}
+		})
+	}
+}

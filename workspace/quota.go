@@ -1,7 +1,11 @@
+//go:build linux
+
 package workspace
 
 import (
 	"time"
+
+	"github.com/cellbox-dev/cellbox/protocol"
 
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
@@ -27,12 +31,15 @@ const (
 // over the quota, kills every program of the sandbox. What is measured:
 // the files under the upper layer (walked by descriptors, see walkUsage)
 // and the files its programs hold open or mapped after unlinking them
-// (heldDeleted), which no walk can find.
+// (heldDeleted), which no walk can find. A direct workspace has no
+// quota. The same tick checks the memory the sandbox's programs hold
+// together (checkMemory).
 func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 	dir := w.UpperDir()
 	if dir == "" {
 		dir = w.root // scratch
 	}
+	direct := w.mode == protocol.WorkspaceModeDirect
 	t := time.NewTicker(quotaInterval)
 	defer t.Stop()
 	failed := 0
@@ -41,6 +48,10 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		case <-sb.Done():
 			return
 		case <-t.C:
+		}
+		w.checkMemory(sb)
+		if direct {
+			continue
 		}
 		w.mu.Lock()
 		quota := w.quota
@@ -68,6 +79,40 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		w.mu.Unlock()
 		_ = sb.KillAll()
 	}
+}
+
+// checkMemory kills the sandbox's programs when together they hold more
+// memory than the memoryBytes of the programs it started add up to (none
+// of them unlimited).
+func (w *Workspace) checkMemory(sb *sandbox.Sandbox) {
+	w.mu.Lock()
+	var limit int64
+	for p := range w.procs {
+		if p.memory <= 0 {
+			limit = 0
+			break
+		}
+		limit += p.memory
+	}
+	w.mu.Unlock()
+	if limit <= 0 {
+		return
+	}
+	used := memoryUsage(sb.InitPID())
+	if used <= limit {
+		return
+	}
+	// The reason kernels and clients know (a kernel/status dead reason);
+	// the figures go to the log.
+	const reason = "killed: memory limit"
+	w.m.log.Warn("memory limit: the sandbox's programs together (memfd and /dev/shm included) hold more than their memoryBytes add up to; killing them",
+		"workspace", w.id, "used_mib", used>>20, "limit_mib", limit>>20)
+	w.mu.Lock()
+	for p := range w.procs {
+		p.setReason(reason)
+	}
+	w.mu.Unlock()
+	_ = sb.KillAll()
 }
 
 // measure is walkUsage, tried again when the tree changed under it.

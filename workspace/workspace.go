@@ -41,6 +41,9 @@ type Proc struct {
 
 	mu     sync.Mutex // guards reason
 	reason string     // why the daemon killed it, if it did
+	// memory is the program's memoryBytes (0: none), its share of what
+	// the sandbox's programs may hold together (see memory_linux.go).
+	memory int64
 }
 
 // DefaultEnv is the environment of a program started without one.
@@ -163,9 +166,7 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 	}
 	w.sb, w.network = sb, network
 	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers())
-	if w.mode != protocol.WorkspaceModeDirect {
-		go w.watchQuota(sb)
-	}
+	go w.watchQuota(sb)
 	return sb, nil
 }
 
@@ -183,7 +184,7 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{Process: sp, w: w}
+	p := &Proc{Process: sp, w: w, memory: spec.Limits.MemoryBytes}
 	w.mu.Lock()
 	w.procs[p] = struct{}{}
 	if q := spec.Limits.DiskBytes; q > 0 && q < w.quota {

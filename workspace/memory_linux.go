@@ -1,0 +1,149 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Memory of a sandbox as a whole.
+//
+// memoryBytes is RLIMIT_AS, which holds per process: six processes under
+// it hold six times as much, and memory written into memfd files or
+// /dev/shm is in no process's address space at all. Where cgroups are not
+// delegated, the daemon adds up what the sandbox's programs really hold
+// every quota tick (memoryUsage) and kills them all when that passes the sum
+// of the memoryBytes of the programs it started.
+
+// memoryUsage is the memory the programs below the sandbox's init hold
+// (not the init and spawner, the sandbox's own helpers): each process's
+// proportional share of anonymous memory (Pss_Anon), plus each shared
+// memory object once: memfd files open or mapped, and what /dev/shm holds.
+func memoryUsage(initPid int) int64 {
+	var progs []int
+	for _, sp := range children(initPid) {
+		progs = append(progs, descendants(sp)[1:]...)
+	}
+	if len(progs) == 0 {
+		return 0
+	}
+	var total int64
+	type key struct{ dev, ino uint64 }
+	shmem := map[key]int64{}
+	for _, p := range progs {
+		dir := "/proc/" + strconv.Itoa(p)
+		total += anonPss(dir)
+		fds, _ := os.ReadDir(dir + "/fd")
+		for _, e := range fds {
+			fdPath := dir + "/fd/" + e.Name()
+			link, err := os.Readlink(fdPath)
+			if err != nil || !strings.HasPrefix(link, "/memfd:") {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(fdPath, &st) == nil {
+				shmem[key{st.Dev, st.Ino}] = max(shmem[key{st.Dev, st.Ino}], st.Blocks*512)
+			}
+		}
+		f, err := os.Open(dir + "/maps")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 6 || !strings.HasPrefix(fields[5], "/memfd:") {
+				continue
+			}
+			ino, _ := strconv.ParseUint(fields[4], 10, 64)
+			mm := strings.SplitN(fields[3], ":", 2)
+			if len(mm) != 2 {
+				continue
+			}
+			major, _ := strconv.ParseUint(mm[0], 16, 32)
+			minor, _ := strconv.ParseUint(mm[1], 16, 32)
+			k := key{unix.Mkdev(uint32(major), uint32(minor)), ino}
+			if _, ok := shmem[k]; ok {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(dir+"/map_files/"+fields[0], &st) == nil {
+				shmem[k] = st.Blocks * 512
+				continue
+			}
+			// An unprivileged daemon cannot open map_files: the extent
+			// mapped is what it can see of the object.
+			se := strings.SplitN(fields[0], "-", 2)
+			start, _ := strconv.ParseUint(se[0], 16, 64)
+			end, _ := strconv.ParseUint(se[len(se)-1], 16, 64)
+			off, _ := strconv.ParseUint(fields[2], 16, 64)
+			shmem[k] = max(shmem[k], int64(off+end-start))
+		}
+		f.Close()
+	}
+	for _, n := range shmem {
+		total += n
+	}
+	var sf unix.Statfs_t
+	if unix.Statfs("/proc/"+strconv.Itoa(progs[0])+"/root/dev/shm", &sf) == nil && sf.Type == unix.TMPFS_MAGIC {
+		total += int64(sf.Blocks-sf.Bfree) * sf.Bsize
+	}
+	return total
+}
+
+// anonPss is a process's proportional share of its anonymous memory, from
+// smaps_rollup (Pss_Anon; Anonymous on kernels without it).
+func anonPss(dir string) int64 {
+	b, err := os.ReadFile(dir + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	var anon, pssAnon int64 = 0, -1
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		name, rest, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch string(name) {
+		case "Pss_Anon":
+			dst = &pssAnon
+		case "Anonymous":
+			dst = &anon
+		default:
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) > 0 {
+			if kb, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
+				*dst = kb << 10
+			}
+		}
+	}
+	if pssAnon >= 0 {
+		return pssAnon
+	}
+	return anon
+}
+
+// children are the direct children of pid.
+func children(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
