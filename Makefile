@@ -3,7 +3,7 @@ GO ?= go
 ADDR ?= 127.0.0.1:8765
 BIN := bin/cellbox
 
-.PHONY: build serve test bench generate fuzz ui
+.PHONY: build serve test test-loaded bench generate fuzz ui
 
 build: ui
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/cellbox
@@ -37,6 +37,11 @@ test: ui
 	bash editors/browser/test/run.sh
 	bash editors/neovim/test/run.sh
 	bash editors/vscode/test/run.sh
+
+# make test three times in a row with every core kept busy by a CPU burner
+# (RUNS=N for another count): the suite must pass on a loaded machine.
+test-loaded:
+	bash .ci/test-loaded.sh
 
 # Benchmarks that print their figures: JSON-RPC round trips against the real
 # binary, sandbox start and spawn side by side with bubblewrap, and terminal
