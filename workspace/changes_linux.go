@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -58,7 +59,12 @@ import (
 // in the sandbox copied the file up: a project file whose ctime is later
 // than the birth time of its upper entry (statx STATX_BTIME: the copy-up,
 // the whiteout) is newer than the workspace's copy, so no baseline is
-// recorded and the path is a conflict until discarded.
+// recorded and the path is a conflict until discarded. The baseline follows
+// the path from the first time the workspace touched it, not the upper
+// entry: while the sandbox runs, noteTouched records the baselines of new
+// upper entries every quota tick, so a rename over a copied-up file (a
+// new entry, born later) cannot pass a project edit made in between as
+// what the workspace saw.
 
 // fileState is a workspace's state that must outlive one Workspace value
 // (a close and reopen makes a new one): the lock of its file operations and
@@ -96,12 +102,20 @@ func (w *Workspace) lockFiles(ctx context.Context) (*fileState, func(), error) {
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("workspace %s: waiting for another file operation: %w", w.id, ctx.Err())
 	}
+	if err := w.loadState(st); err != nil {
+		<-st.sem
+		return nil, nil, err
+	}
+	return st, func() { <-st.sem }, nil
+}
+
+// loadState makes st ready for w; the caller holds st.sem.
+func (w *Workspace) loadState(st *fileState) error {
 	w.mu.Lock()
 	closed := w.closed
 	w.mu.Unlock()
 	if closed {
-		<-st.sem
-		return nil, nil, fmt.Errorf("workspace %s: %w", w.id, ErrClosed)
+		return fmt.Errorf("workspace %s: %w", w.id, ErrClosed)
 	}
 	if st.owner != w {
 		// Opened again (perhaps after a close with discard removed the
@@ -111,12 +125,240 @@ func (w *Workspace) lockFiles(ctx context.Context) (*fileState, func(), error) {
 	if st.base == nil {
 		b, err := w.loadBaselines()
 		if err != nil {
-			<-st.sem
-			return nil, nil, err
+			return err
 		}
 		st.base = b
 	}
-	return st, func() { <-st.sem }, nil
+	return nil
+}
+
+// noteTouched records, while the sandbox runs, the baseline of every path
+// the workspace touched since the time since (ns; 0: ever) that has none
+// yet, so that a baseline follows the path from the first time the
+// workspace touched it: a later rename over it (an editor's save, sed -i)
+// makes a new upper entry with a new birth time, which would hide an edit
+// of the project made in between. watchQuota calls it every tick. It
+// returns the since of the next call: unchanged when the lock was busy
+// (the tick is skipped, the next one catches up) or the walk failed.
+//
+// The walk is by descriptors (dirChain), reads only the directories
+// whose mtime or ctime is at or after since (an entry linked into a
+// directory changes its ctime, which code cannot set back), and stats
+// their entries for the birth time (statx; the ctime where the filesystem
+// keeps none).
+func (w *Workspace) noteTouched(since int64) int64 {
+	if w.mode != protocol.WorkspaceModeOverlay || w.UpperDir() == "" {
+		return since
+	}
+	st := w.fileState()
+	select {
+	case st.sem <- struct{}{}:
+	default:
+		return since // changes, commit, ... are at work: the next tick
+	}
+	defer func() { <-st.sem }()
+	if w.loadState(st) != nil {
+		return since
+	}
+	// Birth times come from a coarse clock: a margin keeps an entry made
+	// during this walk for the next one.
+	next := time.Now().UnixNano() - int64(100*time.Millisecond)
+	type touched struct {
+		p     string
+		btime int64
+	}
+	var found []touched
+	err := walkTouched(w.UpperDir(), since, func(p string, btime int64) {
+		if _, ok := st.base[p]; !ok {
+			found = append(found, touched{p, btime})
+		}
+	})
+	if err != nil {
+		return since
+	}
+	if len(found) == 0 {
+		return next
+	}
+	proj, err := w.openProject()
+	if err != nil {
+		return since
+	}
+	defer unix.Close(proj)
+	dirty := false
+	for _, t := range found {
+		dir, name, err := openParent(proj, t.p)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			st.base[t.p], dirty = baseline{}, true // the project has no file there
+			continue
+		}
+		if err != nil {
+			continue // the scan decides
+		}
+		var pst unix.Stat_t
+		switch err := unix.Fstatat(dir, name, &pst, unix.AT_SYMLINK_NOFOLLOW); {
+		case errors.Is(err, unix.ENOENT):
+			st.base[t.p], dirty = baseline{}, true
+		case err != nil, pst.Mode&unix.S_IFMT == unix.S_IFDIR:
+		case t.btime > 0 && pst.Ctim.Nano() > t.btime:
+			st.base[t.p], dirty = baseline{Stale: true}, true
+		default:
+			if b, err := projectBaseline(dir, name, &pst); err == nil {
+				st.base[t.p], dirty = b, true
+			}
+		}
+		unix.Close(dir)
+	}
+	if dirty && w.saveBaselines(st.base) != nil {
+		return since
+	}
+	return next
+}
+
+// walkTouched calls fn with the path and birth time of every file,
+// symlink and whiteout under upper whose birth time is at or after since
+// (0: every one), reading only the directories changed since then.
+func walkTouched(upper string, since int64, fn func(p string, btime int64)) error {
+	root, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	var chain dirChain
+	defer chain.closeAll()
+	if err := chain.push(root); err != nil {
+		return err
+	}
+	type frame struct {
+		parentLen int
+		names     []dirent
+		changed   bool
+	}
+	changed := func(fd int) bool {
+		var st unix.Stat_t
+		if since == 0 || unix.Fstat(fd, &st) != nil {
+			return true
+		}
+		return st.Mtim.Nano() >= since || st.Ctim.Nano() >= since
+	}
+	var pathBuf []byte
+	names, err := readDirents(root)
+	if err != nil {
+		return err
+	}
+	frames := []frame{{names: names, changed: changed(root)}}
+	for len(frames) > 0 {
+		f := &frames[len(frames)-1]
+		if len(f.names) == 0 {
+			pathBuf = pathBuf[:f.parentLen]
+			frames = frames[:len(frames)-1]
+			if err := chain.pop(); err != nil {
+				return err
+			}
+			continue
+		}
+		e := f.names[len(f.names)-1]
+		f.names = f.names[:len(f.names)-1]
+		dir := chain.top()
+		if e.typ == unix.DT_DIR {
+			fd, err := unix.Openat(dir, e.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+					continue
+				}
+				return err
+			}
+			names, err := readDirents(fd)
+			if err != nil {
+				unix.Close(fd)
+				return err
+			}
+			ch := changed(fd)
+			if err := chain.push(fd); err != nil {
+				return err
+			}
+			frames = append(frames, frame{parentLen: len(pathBuf), names: names, changed: ch})
+			if len(pathBuf) > 0 {
+				pathBuf = append(pathBuf, '/')
+			}
+			pathBuf = append(pathBuf, e.name...)
+			continue
+		}
+		if !f.changed {
+			continue
+		}
+		var stx unix.Statx_t
+		if unix.Statx(dir, e.name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx) != nil {
+			continue
+		}
+		switch uint32(stx.Mode) & unix.S_IFMT {
+		case unix.S_IFREG, unix.S_IFLNK:
+		case unix.S_IFCHR:
+			if stx.Rdev_major != 0 || stx.Rdev_minor != 0 {
+				continue
+			}
+		default:
+			continue
+		}
+		btime := statxBirth(&stx)
+		if btime == 0 {
+			btime = stx.Ctime.Sec*1e9 + int64(stx.Ctime.Nsec)
+		}
+		if since != 0 && btime < since {
+			continue
+		}
+		p := e.name
+		if len(pathBuf) > 0 {
+			p = string(pathBuf) + "/" + e.name
+		}
+		fn(p, btime)
+	}
+	return nil
+}
+
+// dirent is a directory entry and its type (DT_*; a DT_UNKNOWN is
+// stat'ed).
+type dirent struct {
+	name string
+	typ  uint8
+}
+
+// readDirents lists the directory open at fd with the entries' types.
+func readDirents(fd int) ([]dirent, error) {
+	var out []dirent
+	buf := make([]byte, 32<<10)
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		b := buf[:n]
+		for len(b) >= 19 {
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			typ := b[18]
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if s := string(name); s != "." && s != ".." {
+				if typ == unix.DT_UNKNOWN {
+					var st unix.Stat_t
+					if unix.Fstatat(fd, s, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+						typ = unix.DT_DIR
+					}
+				}
+				out = append(out, dirent{name: s, typ: typ})
+			}
+			b = b[reclen:]
+		}
+	}
 }
 
 // baseline is a project file as the workspace saw it.
@@ -129,6 +371,10 @@ type baseline struct {
 	Ino     uint64 `json:"ino,omitempty"`
 	SHA256  string `json:"sha256,omitempty"` // regular files
 	Link    string `json:"link,omitempty"`   // symlinks
+	// Stale: the project's file changed after the workspace first touched
+	// the path and before a baseline was taken; a conflict until the path
+	// is discarded or the workspace holds what the project holds.
+	Stale bool `json:"stale,omitempty"`
 }
 
 func (w *Workspace) baselinesPath() string { return filepath.Join(w.dir, "baselines.json") }
@@ -206,21 +452,28 @@ func (w *Workspace) Changes(ctx context.Context) ([]protocol.Change, error) {
 // recording baselines of paths met for the first time and dropping those
 // of paths the upper layer no longer holds. The caller holds the lock.
 func (w *Workspace) scan(ctx context.Context) ([]change, error) {
+	cs, _, err := w.scanDirs(ctx)
+	return cs, err
+}
+
+// scanDirs is scan, and also returns the topmost directories of the upper
+// layer that the project has no directory at (new directories: discard
+// removes them whole, empty or not).
+func (w *Workspace) scanDirs(ctx context.Context) ([]change, []string, error) {
 	st := w.fileState()
-	up, err := unix.Open(w.UpperDir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open the upper layer of workspace %s: %w", w.id, err)
+	var s *scanner
+	var err error
+	for range quotaRetries {
+		s = &scanner{ctx: ctx, base: st.base, seen: make(map[string]bool)}
+		if err = w.runScan(s); !errors.Is(err, errTreeChanged) {
+			break
+		}
 	}
-	defer unix.Close(up)
-	proj, err := w.openProject()
-	if err != nil {
-		return nil, err
+	if s.dirty && err != nil {
+		_ = w.saveBaselines(st.base)
 	}
-	defer unix.Close(proj)
-	s := &scanner{ctx: ctx, base: st.base, seen: make(map[string]bool)}
-	s.dir("", up, proj, false, 0)
-	if s.err != nil {
-		return nil, fmt.Errorf("scan workspace %s: %w", w.id, s.err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scan workspace %s: %w", w.id, err)
 	}
 	for p := range st.base {
 		if !s.seen[p] {
@@ -230,151 +483,353 @@ func (w *Workspace) scan(ctx context.Context) ([]change, error) {
 	}
 	if s.dirty {
 		if err := w.saveBaselines(st.base); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	sort.Slice(s.out, func(i, j int) bool { return s.out[i].path < s.out[j].path })
-	return s.out, nil
+	sort.Strings(s.newDirs)
+	return s.out, s.newDirs, nil
+}
+
+func (w *Workspace) runScan(s *scanner) error {
+	up, err := unix.Open(w.UpperDir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the upper layer: %w", err)
+	}
+	proj, err := w.openProject()
+	if err != nil {
+		unix.Close(up)
+		return err
+	}
+	return s.run(up, proj)
+}
+
+// chainOpen bounds the descriptors one side of a walk (the upper layer,
+// the project) keeps open, as maxOpenDirs does for walkUsage.
+const chainOpen = 32
+
+// dirChain is the line of directories from a walk's root to where it is,
+// one side of it (absent where that side has no directory), with at most
+// chainOpen descriptors open: deeper, the outermost open one is closed and
+// opened again from its child ("..") when the walk comes back up, checked
+// to be the same directory (dev, ino). Memory is a few words a level, so
+// no depth is too deep for it.
+type dirChain struct {
+	links []dirLink
+	open  int
+	first int // the links below first are closed or absent
+}
+
+type dirLink struct {
+	fd       int // -1: closed, or absent
+	absent   bool
+	dev, ino uint64
+}
+
+// push makes fd (which the chain now owns; -1: absent) the deepest link.
+func (c *dirChain) push(fd int) error {
+	if fd < 0 {
+		c.links = append(c.links, dirLink{fd: -1, absent: true})
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	c.links = append(c.links, dirLink{fd: fd, dev: st.Dev, ino: st.Ino})
+	c.open++
+	for c.open > chainOpen {
+		for c.first < len(c.links)-1 && c.links[c.first].fd < 0 {
+			c.first++
+		}
+		if c.first >= len(c.links)-1 {
+			break
+		}
+		unix.Close(c.links[c.first].fd)
+		c.links[c.first].fd = -1
+		c.open--
+		c.first++
+	}
+	return nil
+}
+
+// top is the deepest link's descriptor (-1: absent). It is always open.
+func (c *dirChain) top() int { return c.links[len(c.links)-1].fd }
+
+// pop closes the deepest link, opening its parent again if it was closed.
+func (c *dirChain) pop() error {
+	n := len(c.links)
+	l := c.links[n-1]
+	c.links = c.links[:n-1]
+	defer func() {
+		if l.fd >= 0 {
+			unix.Close(l.fd)
+			c.open--
+		}
+	}()
+	if n == 1 {
+		return nil
+	}
+	p := &c.links[n-2]
+	if !p.absent && p.fd < 0 {
+		if l.fd < 0 {
+			return errTreeChanged // cannot be: a closed link has an open child
+		}
+		fd, err := unix.Openat(l.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open a directory's parent: %w", err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Dev != p.dev || st.Ino != p.ino {
+			unix.Close(fd)
+			return errTreeChanged
+		}
+		p.fd = fd
+		c.open++
+	}
+	c.first = min(c.first, n-2)
+	return nil
+}
+
+func (c *dirChain) closeAll() {
+	for _, l := range c.links {
+		if l.fd >= 0 {
+			unix.Close(l.fd)
+		}
+	}
+	c.links, c.open, c.first = nil, 0, 0
 }
 
 // scanner walks the upper layer and the project side by side through
 // directory descriptors opened with O_NOFOLLOW, so neither a symlink the
-// code made nor one in the project leads it elsewhere.
+// code made nor one in the project leads it elsewhere. The walk is a loop
+// over an explicit stack, not a recursion: a level costs a frame of a few
+// words plus its directory's names, and the path is one buffer; each side
+// keeps at most chainOpen descriptors open (dirChain). So a tree 30,000
+// directories deep costs neither thousands of descriptors nor a path copy
+// a level.
 type scanner struct {
-	ctx   context.Context
-	base  map[string]baseline
-	seen  map[string]bool // paths the upper layer holds or deletes
-	out   []change
-	dirty bool // base changed
-	err   error
+	ctx     context.Context
+	base    map[string]baseline
+	seen    map[string]bool // paths the upper layer holds or deletes
+	out     []change
+	newDirs []string
+	dirty   bool // base changed
+
+	path     []byte // the current directory's path
+	frames   []scanFrame
+	up, proj dirChain
 }
 
-// dir scans the upper directory up (rel in the workspace) against the
-// project's directory proj (-1: none). opaque: up hides the project's
-// directory, whose entries it lacks are deleted at dirBtime.
-func (s *scanner) dir(rel string, up, proj int, opaque bool, dirBtime int64) {
-	if s.err != nil {
-		return
+// scanFrame is a directory of the walk.
+type scanFrame struct {
+	parentLen int      // len(path) of the parent
+	names     []string // entries still to read
+	// deleted: a project directory with no upper side, every file of
+	// which is deleted (under a whiteout, a file, or an opaque directory).
+	deleted  bool
+	opaque   bool  // an upper directory that hides the project's
+	tailDone bool  // the opaque directory's project entries are listed
+	btime    int64 // the birth time the deletions below are dated by
+}
+
+// rel is the workspace path of name in the current directory.
+func (s *scanner) rel(name string) string {
+	if len(s.path) == 0 {
+		return name
 	}
-	if err := s.ctx.Err(); err != nil {
-		s.err = err
-		return
+	return string(s.path) + "/" + name
+}
+
+// run walks the upper directory up against the project's directory proj;
+// it owns both descriptors.
+func (s *scanner) run(up, proj int) error {
+	defer s.up.closeAll()
+	defer s.proj.closeAll()
+	if err := s.up.push(up); err != nil {
+		unix.Close(proj)
+		return err
+	}
+	if err := s.proj.push(proj); err != nil {
+		return err
 	}
 	names, err := readNames(up)
 	if err != nil {
-		s.err = fmt.Errorf("read %s in the upper layer: %w", orDot(rel), err)
-		return
+		return fmt.Errorf("read . in the upper layer: %w", err)
 	}
-	inUpper := make(map[string]bool, len(names))
-	for _, name := range names {
-		inUpper[name] = true
-		p := path.Join(rel, name)
-		var stx unix.Statx_t
-		if err := unix.Statx(up, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // removed by code in the sandbox while we read
+	s.frames = append(s.frames, scanFrame{names: names})
+	for n := 0; len(s.frames) > 0; n++ {
+		if n%256 == 0 {
+			if err := s.ctx.Err(); err != nil {
+				return err
 			}
-			s.err = fmt.Errorf("stat %s in the upper layer: %w", p, err)
-			return
 		}
-		var btime int64
-		if stx.Mask&unix.STATX_BTIME != 0 {
-			btime = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
-		}
-		var pst unix.Stat_t
-		pexists := proj >= 0 && unix.Fstatat(proj, name, &pst, unix.AT_SYMLINK_NOFOLLOW) == nil
-		typ := uint32(stx.Mode) & unix.S_IFMT
-		if typ == unix.S_IFREG && stx.Size == 0 && hasXattr(up, name, "user.overlay.whiteout") {
-			typ = unix.S_IFCHR // an xattr whiteout
-		}
-		switch typ {
-		case unix.S_IFCHR:
-			if stx.Rdev_major != 0 || stx.Rdev_minor != 0 {
-				continue // a device node the code made: not reported
+		f := &s.frames[len(s.frames)-1]
+		if len(f.names) > 0 {
+			name := f.names[len(f.names)-1]
+			f.names = f.names[:len(f.names)-1]
+			var err error
+			if f.deleted {
+				err = s.deletedEntry(name, f.btime)
+			} else {
+				err = s.entry(name)
 			}
-			s.seen[p] = true
-			if pexists {
-				s.deleted(p, proj, name, &pst, btime)
-			}
-		case unix.S_IFDIR:
-			cfd, err := unix.Openat(up, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					continue
-				}
-				s.err = fmt.Errorf("open %s in the upper layer: %w", p, err)
-				return
+				return err
 			}
-			op := xattrIs(cfd, "user.overlay.opaque", "y")
-			cproj := -1
-			if pexists {
-				if pst.Mode&unix.S_IFMT == unix.S_IFDIR {
-					if fd, err := unix.Openat(proj, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-						cproj = fd
-					}
-				} else {
-					s.seen[p] = true
-					s.deleted(p, proj, name, &pst, btime)
-				}
-			}
-			s.dir(p, cfd, cproj, op, btime)
-			unix.Close(cfd)
-			if cproj >= 0 {
-				unix.Close(cproj)
-			}
-		case unix.S_IFREG, unix.S_IFLNK:
-			s.seen[p] = true
-			s.file(p, up, name, &stx, btime, proj, pexists, &pst)
-		}
-		if s.err != nil {
-			return
-		}
-	}
-	if !opaque || proj < 0 {
-		return
-	}
-	pnames, err := readNames(proj)
-	if err != nil {
-		s.err = fmt.Errorf("read %s in the project: %w", orDot(rel), err)
-		return
-	}
-	for _, name := range pnames {
-		if inUpper[name] {
 			continue
 		}
-		var pst unix.Stat_t
-		if unix.Fstatat(proj, name, &pst, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		if f.opaque && !f.tailDone && s.proj.top() >= 0 {
+			// The project's entries the opaque directory lacks are
+			// deleted, dated by the directory's birth.
+			f.tailDone = true
+			pnames, err := readNames(s.proj.top())
+			if err != nil {
+				return fmt.Errorf("read %s in the project: %w", orDot(string(s.path)), err)
+			}
+			var st unix.Stat_t
+			kept := pnames[:0]
+			for _, pn := range pnames {
+				if errors.Is(unix.Fstatat(s.up.top(), pn, &st, unix.AT_SYMLINK_NOFOLLOW), unix.ENOENT) {
+					kept = append(kept, pn)
+				}
+			}
+			f.names, f.deleted = kept, true
 			continue
 		}
-		s.deleted(path.Join(rel, name), proj, name, &pst, dirBtime)
+		parentLen := f.parentLen
+		s.frames = s.frames[:len(s.frames)-1]
+		if err := s.up.pop(); err != nil {
+			return err
+		}
+		if err := s.proj.pop(); err != nil {
+			return err
+		}
+		s.path = s.path[:parentLen]
 	}
+	return nil
 }
 
-// deleted reports the project's file at p deleted, or every file of the
-// project's directory there.
-func (s *scanner) deleted(p string, proj int, name string, pst *unix.Stat_t, btime int64) {
-	if s.err != nil {
-		return
+// push enters the directory name: up and proj are its descriptors (-1:
+// that side has none), which the walk now owns.
+func (s *scanner) push(name string, up, proj int, deleted, opaque bool, btime int64) error {
+	lister := up
+	if deleted {
+		lister = proj
 	}
+	names, err := readNames(lister)
+	if err != nil {
+		where := "the upper layer"
+		if deleted {
+			where = "the project"
+		}
+		err = fmt.Errorf("read %s in %s: %w", s.rel(name), where, err)
+	}
+	perr := s.up.push(up)
+	if perr2 := s.proj.push(proj); perr == nil {
+		perr = perr2
+	}
+	f := scanFrame{parentLen: len(s.path), names: names, deleted: deleted, opaque: opaque, btime: btime}
+	if len(s.path) > 0 {
+		s.path = append(s.path, '/')
+	}
+	s.path = append(s.path, name...)
+	s.frames = append(s.frames, f)
+	if err != nil {
+		return err
+	}
+	return perr
+}
+
+// entry reads the upper layer's entry name in the current directory.
+func (s *scanner) entry(name string) error {
+	up, proj := s.up.top(), s.proj.top()
+	var stx unix.Statx_t
+	if err := unix.Statx(up, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // removed by code in the sandbox while we read
+		}
+		return fmt.Errorf("stat %s in the upper layer: %w", s.rel(name), err)
+	}
+	btime := statxBirth(&stx)
+	var pst unix.Stat_t
+	pexists := proj >= 0 && unix.Fstatat(proj, name, &pst, unix.AT_SYMLINK_NOFOLLOW) == nil
+	typ := uint32(stx.Mode) & unix.S_IFMT
+	if typ == unix.S_IFREG && stx.Size == 0 && hasXattr(up, name, "user.overlay.whiteout") {
+		typ = unix.S_IFCHR // an xattr whiteout
+	}
+	switch typ {
+	case unix.S_IFCHR:
+		if stx.Rdev_major != 0 || stx.Rdev_minor != 0 {
+			return nil // a device node the code made: not reported
+		}
+		s.seen[s.rel(name)] = true
+		if pexists {
+			return s.deletedAt(name, &pst, btime)
+		}
+	case unix.S_IFDIR:
+		cfd, err := unix.Openat(up, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return fmt.Errorf("open %s in the upper layer: %w", s.rel(name), err)
+		}
+		op := xattrIs(cfd, "user.overlay.opaque", "y")
+		cproj := -1
+		if pexists && pst.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if fd, err := unix.Openat(proj, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+				cproj = fd
+			}
+		} else if proj >= 0 {
+			s.newDirs = append(s.newDirs, s.rel(name))
+			if pexists {
+				if err := s.deletedAt(name, &pst, btime); err != nil {
+					unix.Close(cfd)
+					return err
+				}
+			}
+		}
+		return s.push(name, cfd, cproj, false, op, btime)
+	case unix.S_IFREG, unix.S_IFLNK:
+		p := s.rel(name)
+		s.seen[p] = true
+		return s.file(p, up, name, &stx, btime, proj, pexists, &pst)
+	}
+	return nil
+}
+
+// statxBirth is the birth time of stx, 0 when the filesystem keeps none.
+func statxBirth(stx *unix.Statx_t) int64 {
+	if stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+}
+
+// deletedEntry reads the project's entry name in a deleted directory.
+func (s *scanner) deletedEntry(name string, btime int64) error {
+	var pst unix.Stat_t
+	if unix.Fstatat(s.proj.top(), name, &pst, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil
+	}
+	return s.deletedAt(name, &pst, btime)
+}
+
+// deletedAt reports the project's file name (in the current directory)
+// deleted, or every file of the project's directory there.
+func (s *scanner) deletedAt(name string, pst *unix.Stat_t, btime int64) error {
+	proj := s.proj.top()
 	switch pst.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		fd, err := unix.Openat(proj, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return // gone since, or unreadable: nothing the workspace shows
+			return nil // gone since, or unreadable: nothing the workspace shows
 		}
-		defer unix.Close(fd)
-		names, err := readNames(fd)
-		if err != nil {
-			s.err = fmt.Errorf("read %s in the project: %w", p, err)
-			return
-		}
-		for _, n := range names {
-			var cst unix.Stat_t
-			if unix.Fstatat(fd, n, &cst, unix.AT_SYMLINK_NOFOLLOW) == nil {
-				s.deleted(path.Join(p, n), fd, n, &cst, btime)
-			}
-		}
+		return s.push(name, -1, fd, true, false, btime)
 	case unix.S_IFREG, unix.S_IFLNK:
+		p := s.rel(name)
 		s.seen[p] = true
 		c := change{path: p, kind: protocol.ChangeKindDeleted, typ: pst.Mode & unix.S_IFMT, mode: pst.Mode & 0o7777, size: pst.Size}
 		if c.typ == unix.S_IFREG {
@@ -383,15 +838,16 @@ func (s *scanner) deleted(p string, proj int, name string, pst *unix.Stat_t, bti
 		c.stale = s.note(p, proj, name, pst, btime)
 		s.out = append(s.out, c)
 	}
+	return nil
 }
 
 // file compares the upper layer's regular file or symlink at p with the
 // project's.
-func (s *scanner) file(p string, up int, name string, stx *unix.Statx_t, btime int64, proj int, pexists bool, pst *unix.Stat_t) {
+func (s *scanner) file(p string, up int, name string, stx *unix.Statx_t, btime int64, proj int, pexists bool, pst *unix.Stat_t) error {
 	typ := uint32(stx.Mode) & unix.S_IFMT
 	c := change{path: p, kind: protocol.ChangeKindAdded, typ: typ, mode: uint32(stx.Mode) & 0o7777, size: int64(stx.Size)}
-	if pexists && pst.Mode&unix.S_IFMT == unix.S_IFDIR {
-		s.deleted(p, proj, name, pst, btime)
+	projDir := pexists && pst.Mode&unix.S_IFMT == unix.S_IFDIR
+	if projDir {
 		pexists = false
 	}
 	if pexists {
@@ -399,8 +855,7 @@ func (s *scanner) file(p string, up int, name string, stx *unix.Statx_t, btime i
 		if pst.Mode&unix.S_IFMT == typ && pst.Mode&0o7777 == c.mode {
 			same, err := sameContent(up, proj, name, typ, c.size, pst.Size)
 			if err != nil {
-				s.err = fmt.Errorf("compare %s with the project: %w", p, err)
-				return
+				return fmt.Errorf("compare %s with the project: %w", p, err)
 			}
 			if same {
 				// The workspace holds what the project holds: it has
@@ -408,7 +863,7 @@ func (s *scanner) file(p string, up int, name string, stx *unix.Statx_t, btime i
 				if b, ok := s.base[p]; !ok || !b.sameStat(pst) {
 					s.record(p, proj, name, pst)
 				}
-				return
+				return nil
 			}
 		}
 	}
@@ -424,13 +879,22 @@ func (s *scanner) file(p string, up int, name string, stx *unix.Statx_t, btime i
 		s.note(p, proj, name, nil, btime)
 	}
 	s.out = append(s.out, c)
+	if projDir {
+		// The project's directory here: its files are deleted.
+		return s.deletedAt(name, pst, btime)
+	}
+	return nil
 }
 
 // note records the baseline of a changed path met for the first time and
 // returns why the project's file is newer than the workspace's copy, if
-// the birth-time rule says so (then nothing is recorded).
+// the birth-time rule says so (then that is what is recorded: a stale
+// baseline, which a later rename of the upper entry does not clear).
 func (s *scanner) note(p string, proj int, name string, pst *unix.Stat_t, btime int64) string {
-	if _, ok := s.base[p]; ok {
+	if b, ok := s.base[p]; ok {
+		if b.Stale {
+			return staleReason
+		}
 		return ""
 	}
 	if pst == nil {
@@ -439,11 +903,17 @@ func (s *scanner) note(p string, proj int, name string, pst *unix.Stat_t, btime 
 		return ""
 	}
 	if ctime := pst.Ctim.Nano(); btime > 0 && ctime > btime {
-		return "the project's file changed after code in the workspace copied or deleted it"
+		s.base[p] = baseline{Stale: true}
+		s.dirty = true
+		return staleReason
 	}
 	s.record(p, proj, name, pst)
 	return ""
 }
+
+// staleReason is the conflict of a path whose project file changed after
+// the workspace first touched it and before any baseline was recorded.
+const staleReason = "the project's file changed after code in the workspace copied or deleted it"
 
 // record makes the project's current file p's baseline.
 func (s *scanner) record(p string, proj int, name string, pst *unix.Stat_t) {
@@ -836,21 +1306,77 @@ func readSide(root int, rel string) (diffSide, error) {
 
 // openParent opens the directory holding rel below root (O_RDONLY), with
 // no symlink followed on the way and no way above root: the project side
-// of commit and the view side of every write use it.
+// of commit and the view side of every write use it. rel may be longer
+// than PATH_MAX (see openDirBeneath).
 func openParent(root int, rel string) (int, string, error) {
 	dir, name := path.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
 	if dir == "" {
 		dir = "."
 	}
-	fd, err := unix.Openat2(root, dir, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := openDirBeneath(root, dir, unix.O_RDONLY)
 	if err != nil {
-		return -1, "", &os.PathError{Op: "openat2", Path: dir, Err: err}
+		return -1, "", &os.PathError{Op: "openat2", Path: shortForm(dir), Err: err}
 	}
 	return fd, name, nil
+}
+
+// beneathChunk is how much of a path one openat2 resolves: code in the
+// sandbox can make paths of any length, and the kernel takes at most
+// PATH_MAX (4096) at a time.
+const beneathChunk = 2048
+
+// openDirBeneath opens the directory rel below root with flags (O_RDONLY
+// or O_PATH), following no symlink and never leaving root, a chunk of
+// components at a time when rel is long.
+func openDirBeneath(root int, rel string, flags int) (int, error) {
+	how := func(f int) *unix.OpenHow {
+		return &unix.OpenHow{
+			Flags:   uint64(f | unix.O_DIRECTORY | unix.O_CLOEXEC),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		}
+	}
+	if len(rel) <= beneathChunk {
+		return unix.Openat2(root, rel, how(flags))
+	}
+	fd := root
+	for rel != "" {
+		part, last := rel, true
+		if len(rel) > beneathChunk {
+			i := strings.LastIndexByte(rel[:beneathChunk], '/')
+			if i <= 0 {
+				if fd != root {
+					unix.Close(fd)
+				}
+				return -1, unix.ENAMETOOLONG
+			}
+			part, last = rel[:i], false
+			rel = rel[i+1:]
+		} else {
+			rel = ""
+		}
+		f := unix.O_PATH
+		if last {
+			f = flags
+		}
+		next, err := unix.Openat2(fd, part, how(f))
+		if fd != root {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// shortForm cuts a very long path for a message.
+func shortForm(p string) string {
+	if len(p) <= 200 {
+		return p
+	}
+	return p[:100] + fmt.Sprintf("...(%d bytes)...", len(p)-200) + p[len(p)-100:]
 }
 
 // openProject opens the project directory, refusing a symlink put in its

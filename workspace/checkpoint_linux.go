@@ -170,7 +170,6 @@ func (w *Workspace) Restore(ctx context.Context, id string, progress func(done, 
 			progress(done, total)
 		}
 	}
-	keep := func(dir string) bool { return projectHasDir(proj, dir) }
 	// Removals first, deepest first, then writes: a directory the
 	// checkpoint has where a file is now (or the reverse) is emptied
 	// before it is replaced.
@@ -188,7 +187,7 @@ func (w *Workspace) Restore(ctx context.Context, id string, progress func(done, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := w.viewRemove(e.Path, keep); err != nil {
+		if err := w.viewRemove(e.Path, proj, false); err != nil {
 			return err
 		}
 		step()
@@ -238,7 +237,7 @@ func (w *Workspace) restoreEntry(dir string, e *checkpointEntry, proj int) error
 		defer f.Close()
 		put.content = f
 	}
-	return w.viewPut(e.Path, put, func(d string) uint32 { return projectDirPerm(proj, d) })
+	return w.viewPut(e.Path, put, proj)
 }
 
 // saveCheckpoint writes the changes cs (as the view holds them now) as a

@@ -248,7 +248,7 @@ func (cm *committer) parent(p string, create bool) (int, string, error) {
 	var fd int
 	var err error
 	if create {
-		fd, _, err = mkdirAllBeneath(cm.proj, p, func(dir string) uint32 { return viewDirPerm(cm.view, dir) &^ umask }, cm.owner, false)
+		fd, _, err = mkdirAllBeneath(cm.proj, p, cm.view, umask, cm.owner, false)
 	} else {
 		fd, _, err = openParent(cm.proj, p)
 	}
@@ -563,7 +563,3 @@ func (cm *committer) closeDirs() {
 
 // viewHasDir: the view holds a real directory at rel.
 func viewHasDir(view int, rel string) bool { return projectHasDir(view, rel) }
-
-// viewDirPerm is the permission bits of the view's directory rel (0755 when
-// it has none).
-func viewDirPerm(view int, rel string) uint32 { return projectDirPerm(view, rel) }

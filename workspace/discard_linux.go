@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/protocol"
 )
 
 // Discard is PROTOCOL.md §3 workspace/discard: each change (or each at or
@@ -22,7 +24,9 @@ import (
 // the project holds a file or symlink at gets the project's content, mode
 // and mtime written back (a new file, renamed into place); one the project
 // lacks is removed, and so are the directories left empty that the project
-// does not have. The upper layer then holds a copy equal to the project's,
+// does not have; a directory the project lacks (at or below paths, or
+// holding them) is removed whole, empty directories too, by descriptors
+// however deep. The upper layer then holds a copy equal to the project's,
 // which is no change. It returns the discarded paths.
 func (w *Workspace) Discard(ctx context.Context, paths []string) ([]string, error) {
 	st, unlock, err := w.lockFiles(ctx)
@@ -30,11 +34,15 @@ func (w *Workspace) Discard(ctx context.Context, paths []string) ([]string, erro
 		return nil, err
 	}
 	defer unlock()
-	all, err := w.scan(ctx)
+	all, newDirs, err := w.scanDirs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	sel, err := selectChanges(all, paths)
+	if err != nil {
+		return nil, err
+	}
+	trees, err := selectTrees(newDirs, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +51,26 @@ func (w *Workspace) Discard(ctx context.Context, paths []string) ([]string, erro
 		return nil, err
 	}
 	defer unix.Close(proj)
-	sel2 := make([]string, len(sel))
-	for i, c := range sel {
-		sel2[i] = c.path
+	// A directory the project lacks goes whole (by descriptors, however
+	// deep), and with it every change below it; the rest one by one.
+	var done, rest []string
+	for _, t := range trees {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := w.viewRemove(t, proj, true); err != nil {
+			return nil, err
+		}
 	}
-	done, err := w.matchProject(ctx, proj, sel2, nil)
+	for _, c := range sel {
+		if c.kind != protocol.ChangeKindDeleted && underAny(c.path, trees) {
+			done = append(done, c.path)
+		} else {
+			rest = append(rest, c.path)
+		}
+	}
+	more, err := w.matchProject(ctx, proj, rest, nil)
+	done = append(done, more...)
 	for _, p := range done {
 		delete(st.base, p) // the next scan records what it sees
 	}
@@ -56,6 +79,50 @@ func (w *Workspace) Discard(ctx context.Context, paths []string) ([]string, erro
 	}
 	sort.Strings(done)
 	return done, err
+}
+
+// selectTrees is what discard removes whole for paths (none: all): the new
+// directories at or below a path, and a path below a new directory.
+func selectTrees(newDirs, paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		return newDirs, nil
+	}
+	var out []string
+	for _, p := range paths {
+		rel, err := relPath(p)
+		if err != nil {
+			return nil, err
+		}
+		if rel == "." {
+			return newDirs, nil
+		}
+		for _, d := range newDirs {
+			switch {
+			case d == rel || strings.HasPrefix(d, rel+"/"):
+				out = append(out, d)
+			case strings.HasPrefix(rel, d+"/"):
+				out = append(out, rel)
+			}
+		}
+	}
+	sort.Strings(out)
+	var kept []string
+	for _, t := range out {
+		if len(kept) == 0 || !underAny(t, kept[len(kept)-1:]) {
+			kept = append(kept, t)
+		}
+	}
+	return kept, nil
+}
+
+// underAny: p is one of roots or below one.
+func underAny(p string, roots []string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // matchProject makes each path of the view match the project: removals
@@ -86,7 +153,7 @@ func (w *Workspace) matchProject(ctx context.Context, proj int, paths []string, 
 		if err := ctx.Err(); err != nil {
 			return done, err
 		}
-		if err := w.viewRemove(j.p, func(dir string) bool { return projectHasDir(proj, dir) }); err != nil {
+		if err := w.viewRemove(j.p, proj, false); err != nil {
 			return done, err
 		}
 		done = append(done, j.p)
@@ -103,9 +170,9 @@ func (w *Workspace) matchProject(ctx context.Context, proj int, paths []string, 
 			return done, fmt.Errorf("discard %s: read the project's file: %w", j.p, err)
 		}
 		if src == nil { // gone since
-			err = w.viewRemove(j.p, func(dir string) bool { return projectHasDir(proj, dir) })
+			err = w.viewRemove(j.p, proj, false)
 		} else {
-			err = w.viewPut(j.p, src.put(), func(dir string) uint32 { return projectDirPerm(proj, dir) })
+			err = w.viewPut(j.p, src.put(), proj)
 			src.close()
 		}
 		if err != nil {
@@ -201,10 +268,7 @@ func (p *filePut) hasTimes() bool { return p.mtime.Sec != 0 || p.mtime.Nsec != 0
 
 // projectHasDir: the project holds a real directory at rel.
 func projectHasDir(proj int, rel string) bool {
-	fd, err := unix.Openat2(proj, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := openDirBeneath(proj, rel, unix.O_PATH)
 	if err != nil {
 		return false
 	}
@@ -212,30 +276,41 @@ func projectHasDir(proj int, rel string) bool {
 	return true
 }
 
-// projectDirPerm is the permission bits of the project's directory rel,
-// 0755 when it has none.
-func projectDirPerm(proj int, rel string) uint32 {
-	fd, err := unix.Openat2(proj, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+// dirDepth is how many of the leading components of the directory path
+// rel are real directories below root.
+func dirDepth(root int, rel string) int {
+	if rel == "" || rel == "." {
+		return 0
+	}
+	n := strings.Count(rel, "/") + 1
+	if projectHasDir(root, rel) {
+		return n
+	}
+	fd, err := unix.Openat(root, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0o755
+		return 0
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return 0o755
+	depth := 0
+	for _, comp := range strings.Split(rel, "/") {
+		next, err := openDirBeneath(fd, comp, unix.O_PATH)
+		unix.Close(fd)
+		if err != nil {
+			return depth
+		}
+		fd = next
+		depth++
 	}
-	return st.Mode & 0o7777
+	unix.Close(fd)
+	return depth
 }
 
 // viewPut writes p at rel in the view (as the sandbox's root, creating the
-// missing parents with dirPerm's modes), through a temporary file renamed
-// into place, so code in the sandbox sees the old file or the new one.
-func (w *Workspace) viewPut(rel string, p filePut, dirPerm func(dir string) uint32) error {
+// missing parents with the modes of proj's directories there, 0755 where
+// it has none), through a temporary file renamed into place, so code in
+// the sandbox sees the old file or the new one.
+func (w *Workspace) viewPut(rel string, p filePut, proj int) error {
 	err := w.inView(func(root int) error {
-		dir, name, err := mkdirAllBeneath(root, rel, dirPerm, nil, true)
+		dir, name, err := mkdirAllBeneath(root, rel, proj, 0, nil, true)
 		if err != nil {
 			return err
 		}
@@ -245,20 +320,31 @@ func (w *Workspace) viewPut(rel string, p filePut, dirPerm func(dir string) uint
 			// A directory the code made where the file goes: only an
 			// empty one is removed.
 			if err := unix.Unlinkat(dir, name, unix.AT_REMOVEDIR); err != nil {
-				return &os.PathError{Op: "rmdir", Path: rel, Err: err}
+				return &os.PathError{Op: "rmdir", Path: shortForm(rel), Err: err}
 			}
 		}
 		return putAt(dir, name, p)
 	})
 	if err != nil {
-		return fmt.Errorf("write %s in workspace %s: %w", rel, w.id, err)
+		return fmt.Errorf("write %s in workspace %s: %w", shortForm(rel), w.id, err)
 	}
 	return nil
 }
 
 // viewRemove removes the file or symlink at rel from the view (nothing
-// there is fine), then the parents left empty that keep reports false for.
-func (w *Workspace) viewRemove(rel string, keep func(dir string) bool) error {
+// there is fine; tree: a directory too, with all below it), then the
+// parents left empty that the project (proj) has no directory at. All by
+// descriptors: a path of any length, a tree of any depth.
+func (w *Workspace) viewRemove(rel string, proj int, tree bool) error {
+	d := path.Dir(rel)
+	if d == "." {
+		d = ""
+	}
+	comps := 0
+	if d != "" {
+		comps = strings.Count(d, "/") + 1
+	}
+	keep := dirDepth(proj, d)
 	err := w.inView(func(root int) error {
 		dir, name, err := openParent(root, rel)
 		if err != nil {
@@ -269,52 +355,213 @@ func (w *Workspace) viewRemove(rel string, keep func(dir string) bool) error {
 		}
 		var st unix.Stat_t
 		err = unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		switch {
+		case err != nil:
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 			err = unix.Unlinkat(dir, name, 0)
+		case tree:
+			err = removeTreeAt(dir, name)
 		}
-		unix.Close(dir)
 		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return &os.PathError{Op: "unlink", Path: rel, Err: err}
+			unix.Close(dir)
+			return &os.PathError{Op: "remove", Path: shortForm(rel), Err: err}
 		}
-		for d := path.Dir(rel); d != "."; d = path.Dir(d) {
-			if keep(d) {
-				break
-			}
-			pd, pn, err := openParent(root, d)
-			if err != nil {
-				break
-			}
-			err = unix.Unlinkat(pd, pn, unix.AT_REMOVEDIR)
-			unix.Close(pd)
-			if err != nil {
-				break // not empty, or not a directory: it stays
-			}
-		}
+		pruneUp(root, dir, d, comps-keep)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("remove %s from workspace %s: %w", rel, w.id, err)
+		return fmt.Errorf("remove %s from workspace %s: %w", shortForm(rel), w.id, err)
 	}
 	return nil
 }
 
+// pruneUp removes the directory cur (at path d below root) if it is empty,
+// then its parent, n directories at most, stopping at the first that is
+// not empty and never above root. Each parent is reached by ".." and
+// checked to hold cur under the expected name. It closes cur.
+func pruneUp(root, cur int, d string, n int) {
+	defer func() { unix.Close(cur) }()
+	var rst unix.Stat_t
+	if unix.Fstat(root, &rst) != nil {
+		return
+	}
+	for ; n > 0 && d != ""; n-- {
+		var cst unix.Stat_t
+		if unix.Fstat(cur, &cst) != nil || (cst.Dev == rst.Dev && cst.Ino == rst.Ino) {
+			return
+		}
+		name := d
+		if i := strings.LastIndexByte(d, '/'); i >= 0 {
+			name, d = d[i+1:], d[:i]
+		} else {
+			d = ""
+		}
+		parent, err := unix.Openat(cur, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		var nst unix.Stat_t
+		if unix.Fstatat(parent, name, &nst, unix.AT_SYMLINK_NOFOLLOW) != nil || nst.Dev != cst.Dev || nst.Ino != cst.Ino {
+			unix.Close(parent)
+			return // moved meanwhile: left alone
+		}
+		unix.Close(cur)
+		cur = parent
+		if unix.Unlinkat(cur, name, unix.AT_REMOVEDIR) != nil {
+			return // not empty: it stays
+		}
+	}
+}
+
+// removeTreeAt removes the directory name in dir and everything below it
+// by descriptors: down by openat (O_NOFOLLOW), up by ".." checked against
+// the device and inode seen on the way down, with two descriptors open at
+// most and a name and an inode number a level in memory. A directory code
+// made unreadable (its owner's, as the view's writer is) is given 0700
+// first.
+func removeTreeAt(dir int, name string) error {
+	type level struct {
+		name     string
+		dev, ino uint64
+	}
+	var dst unix.Stat_t
+	if err := unix.Fstat(dir, &dst); err != nil {
+		return err
+	}
+	open := func(parent int, n string) (int, unix.Stat_t, error) {
+		var st unix.Stat_t
+		if err := unix.Fstatat(parent, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return -1, st, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return -1, st, unix.ENOTDIR
+		}
+		if st.Mode&0o700 != 0o700 {
+			_ = unix.Fchmodat(parent, n, 0o700, 0)
+		}
+		fd, err := unix.Openat(parent, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, st, err
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, st, err
+		}
+		return fd, st, nil
+	}
+	cur, st, err := open(dir, name)
+	if err != nil {
+		return err
+	}
+	stack := []level{{name: "", dev: dst.Dev, ino: dst.Ino}, {name: name, dev: st.Dev, ino: st.Ino}}
+	buf := make([]byte, 32<<10)
+	for {
+		// Unlink what is not a directory; go down into the first
+		// directory met.
+		sub := ""
+		for sub == "" {
+			n, err := unix.Getdents(cur, buf)
+			if err != nil {
+				unix.Close(cur)
+				return fmt.Errorf("read a directory: %w", err)
+			}
+			if n <= 0 {
+				break
+			}
+			for _, e := range parseDirents(buf[:n]) {
+				var est unix.Stat_t
+				if unix.Fstatat(cur, e, &est, unix.AT_SYMLINK_NOFOLLOW) != nil {
+					continue
+				}
+				if est.Mode&unix.S_IFMT == unix.S_IFDIR {
+					sub = e
+					break
+				}
+				if err := unix.Unlinkat(cur, e, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+					unix.Close(cur)
+					return fmt.Errorf("unlink %q: %w", e, err)
+				}
+			}
+		}
+		if sub != "" {
+			next, st, err := open(cur, sub)
+			unix.Close(cur)
+			if err != nil {
+				return fmt.Errorf("open directory %q: %w", sub, err)
+			}
+			cur = next
+			stack = append(stack, level{name: sub, dev: st.Dev, ino: st.Ino})
+			continue
+		}
+		// Empty: up, and remove it.
+		top := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		parent, err := unix.Openat(cur, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(cur)
+		if err != nil {
+			return fmt.Errorf("open a directory's parent: %w", err)
+		}
+		var pst unix.Stat_t
+		if err := unix.Fstat(parent, &pst); err != nil || pst.Dev != stack[len(stack)-1].dev || pst.Ino != stack[len(stack)-1].ino {
+			unix.Close(parent)
+			return errTreeChanged
+		}
+		if err := unix.Unlinkat(parent, top.name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			unix.Close(parent)
+			return fmt.Errorf("remove directory %q: %w", top.name, err)
+		}
+		if len(stack) == 1 {
+			unix.Close(parent)
+			return nil
+		}
+		cur = parent
+	}
+}
+
 // mkdirAllBeneath opens the parent directory of rel below root, creating
-// the missing directories (modes from perm; owned by owner's answer when
-// owner is not nil) without following a symlink on the way; replace
-// removes a file or symlink found where a directory goes.
-func mkdirAllBeneath(root int, rel string, perm func(dir string) uint32, owner func(parent int) (int, int, bool), replace bool) (int, string, error) {
+// the missing directories without following a symlink on the way: each
+// with the mode of mirror's directory at its path (0755 where mirror, or
+// -1, has none) less mask, owned by owner's answer when owner is not nil;
+// replace removes a file or symlink found where a directory goes. mirror
+// is walked alongside from the first missing directory, so a path of any
+// depth costs a descriptor or two.
+func mkdirAllBeneath(root int, rel string, mirror int, mask uint32, owner func(parent int) (int, int, bool), replace bool) (int, string, error) {
 	dir, name := path.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		fd, err := unix.Openat(root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, "", err
+		}
+		return fd, name, nil
+	}
+	if fd, err := openDirBeneath(root, dir, unix.O_RDONLY); err == nil {
+		return fd, name, nil // all there
+	}
 	fd, err := unix.Openat(root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, "", err
 	}
-	if dir == "" {
-		return fd, name, nil
-	}
+	mfd := -2 // mirror's directory at the current path; -2: not opened yet, -1: none
+	defer func() {
+		if mfd >= 0 {
+			unix.Close(mfd)
+		}
+	}()
 	sofar := ""
-	for _, comp := range strings.Split(dir, "/") {
-		sofar = path.Join(sofar, comp)
+	for rest := dir; rest != ""; {
+		comp := rest
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			comp, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		parentPath := sofar
+		if sofar == "" {
+			sofar = comp
+		} else {
+			sofar += "/" + comp
+		}
 		how := &unix.OpenHow{
 			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -327,11 +574,28 @@ func mkdirAllBeneath(root int, rel string, perm func(dir string) uint32, owner f
 				err = unix.ENOENT
 			}
 		}
+		if errors.Is(err, unix.ENOENT) && mfd == -2 {
+			mfd = -1
+			if mirror >= 0 {
+				p := parentPath
+				if p == "" {
+					p = "."
+				}
+				if m, err := openDirBeneath(mirror, p, unix.O_PATH); err == nil {
+					mfd = m
+				}
+			}
+		}
 		if errors.Is(err, unix.ENOENT) {
-			mode := perm(sofar) &^ (unix.S_ISUID | unix.S_ISGID)
+			mode := uint32(0o755)
+			var mst unix.Stat_t
+			if mfd >= 0 && unix.Fstatat(mfd, comp, &mst, unix.AT_SYMLINK_NOFOLLOW) == nil && mst.Mode&unix.S_IFMT == unix.S_IFDIR {
+				mode = mst.Mode & 0o7777
+			}
+			mode = mode &^ mask &^ (unix.S_ISUID | unix.S_ISGID)
 			if err := unix.Mkdirat(fd, comp, mode); err != nil && !errors.Is(err, unix.EEXIST) {
 				unix.Close(fd)
-				return -1, "", &os.PathError{Op: "mkdir", Path: sofar, Err: err}
+				return -1, "", &os.PathError{Op: "mkdir", Path: shortForm(sofar), Err: err}
 			}
 			next, err = unix.Openat2(fd, comp, how)
 			if err == nil {
@@ -343,9 +607,17 @@ func mkdirAllBeneath(root int, rel string, perm func(dir string) uint32, owner f
 				_ = unix.Fchmod(next, mode) // not cut by the umask
 			}
 		}
+		if mfd >= 0 {
+			m, merr := openDirBeneath(mfd, comp, unix.O_PATH)
+			unix.Close(mfd)
+			mfd = -1
+			if merr == nil {
+				mfd = m
+			}
+		}
 		unix.Close(fd)
 		if err != nil {
-			return -1, "", &os.PathError{Op: "openat2", Path: sofar, Err: err}
+			return -1, "", &os.PathError{Op: "openat2", Path: shortForm(sofar), Err: err}
 		}
 		fd = next
 	}

@@ -33,7 +33,8 @@ const (
 // and the files its programs hold open or mapped after unlinking them
 // (heldDeleted), which no walk can find. A direct workspace has no
 // quota. The same tick checks the memory the sandbox's programs hold
-// together (checkMemory).
+// together (checkMemory), and records the baselines of the paths the
+// workspace touched since the last tick (noteTouched).
 func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 	dir := w.UpperDir()
 	if dir == "" {
@@ -43,9 +44,13 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 	t := time.NewTicker(quotaInterval)
 	defer t.Stop()
 	failed := 0
+	var touched int64 // see noteTouched
 	for {
 		select {
 		case <-sb.Done():
+			if !direct {
+				w.noteTouched(touched)
+			}
 			return
 		case <-t.C:
 		}
@@ -53,6 +58,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		if direct {
 			continue
 		}
+		touched = w.noteTouched(touched)
 		w.mu.Lock()
 		quota := w.quota
 		w.mu.Unlock()
