@@ -664,3 +664,29 @@ func sortLines(s string) string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestCommitNamesNotUTF8: a name that is not valid UTF-8 reaches a client
+// with U+FFFD in place of its bytes, so it can be neither reviewed nor
+// named back: commit leaves it as a conflict that says so (it used to be
+// committed), and discarding every change removes it.
+func TestCommitNamesNotUTF8(t *testing.T) {
+	e := newFilesEnv(t, map[string]string{"keep.txt": "keep\n"})
+	w := e.open(t, "not-utf8")
+	sh(t, w, `printf secret > "$(printf 'bad\377name')"; printf fine > good.txt`)
+	res, err := w.Commit(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != 1 || res.Applied[0] != "good.txt" || len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0].Reason, "not valid UTF-8") {
+		t.Fatalf("commit = %+v", res)
+	}
+	if _, err := os.Lstat(filepath.Join(e.project, "bad\xffname")); !os.IsNotExist(err) {
+		t.Fatalf("the name that is not UTF-8 was committed: %v", err)
+	}
+	if _, err := w.Discard(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if cs := mustChanges(t, w); len(cs) != 0 {
+		t.Fatalf("changes after discarding everything: %s", changeList(cs))
+	}
+}

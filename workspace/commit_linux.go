@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -96,6 +97,14 @@ func (w *Workspace) Commit(ctx context.Context, paths []string, progress func(do
 	defer cm.closeDirs()
 	var deletes, writes []change
 	for _, c := range sel {
+		if !utf8.ValidString(c.path) {
+			// A JSON string cannot carry such a name as it is: the client
+			// saw it with U+FFFD in place of its bytes and cannot name it
+			// back, so it was never reviewed. Discarding every change
+			// removes it.
+			cm.conflict(strings.ToValidUTF8(c.path, "\uFFFD"), "its name is not valid UTF-8, so it cannot be shown or named as it is; cellbox does not commit it (rename it in the workspace, or discard every change)")
+			continue
+		}
 		if c.kind == protocol.ChangeKindDeleted {
 			deletes = append(deletes, c)
 		} else {
@@ -107,7 +116,7 @@ func (w *Workspace) Commit(ctx context.Context, paths []string, progress func(do
 	step := func() {
 		done++
 		if progress != nil {
-			progress(done, len(sel))
+			progress(done, len(deletes)+len(writes))
 		}
 	}
 	var cerr error
