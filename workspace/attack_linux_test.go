@@ -1829,3 +1829,178 @@ print("renamed")
 		})
 	}
 }
+
+// escapeTreeScript starts a child that leaves the program's session
+// (setsid), is orphaned by a double fork, changes its own soft
+// RLIMIT_LOCKS and its hard one, and becomes `sleep mark` on /dev/null; the
+// program prints "escaped" with the grandchild's RLIMIT_LOCKS once the
+// grandchild has exec'd (its end of the pipe, close-on-exec, is closed),
+// then sleeps.
+func escapeTreeScript(mark string) string {
+	return fmt.Sprintf(`
+import resource, time
+RLIMIT_LOCKS = 10  # not named by python's resource module
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        resource.setrlimit(RLIMIT_LOCKS, (12345, 123456))
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.write(w, b"%%d %%d" %% resource.getrlimit(RLIMIT_LOCKS))
+        os.execvp("sleep", ["sleep", %q])
+    os._exit(0)
+os.wait()
+os.close(w)
+got = b""
+while True:
+    b = os.read(r, 64)
+    if not b:
+        break
+    got += b
+print("escaped", got.decode(), flush=True)
+time.sleep(600)
+`, mark)
+}
+
+// sandboxSleep is the host pid of `sleep mark` in the sandbox whose init
+// is initPID, 0 if there is none (a zombie does not count).
+func sandboxSleep(initPID int, mark string) int {
+	for _, p := range sandboxProcs(initPID) {
+		if f := strings.Fields(p.cmdline); len(f) == 2 && filepath.Base(f[0]) == "sleep" && f[1] == mark && aliveNotZombie(p.pid) {
+			return p.pid
+		}
+	}
+	return 0
+}
+
+// waitSleepGone waits until `sleep mark` has left the sandbox: killed, it
+// may take a moment to go; unkilled, it would sleep for over an hour.
+func waitSleepGone(t *testing.T, initPID int, mark, after string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		pid := sandboxSleep(initPID, mark)
+		if pid == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a child that left its program's tree (setsid, double fork, its own RLIMIT_LOCKS) outlived %s: pid %d", after, pid)
+		}
+	}
+}
+
+// TestAttackEscapeTheTree: code in a program escapes everything that used
+// to find its tree (its session, its ancestry, a tag in its soft
+// RLIMIT_LOCKS) to outlive the program's timeout and the kill of
+// kernel/restart and kernel/shutdown. Each program runs in a mount
+// namespace of its own, which code cannot leave, and killing the program
+// kills every process in it; another program's processes are left alone.
+func TestAttackEscapeTheTree(t *testing.T) {
+	// bystander starts `sleep mark` as another program of w, which must
+	// outlive the attacker's kill.
+	bystander := func(t *testing.T, w *Workspace, initPID int) (string, *Proc) {
+		t.Helper()
+		mark := marker(t) + "1"
+		p, err := w.Spawn(context.Background(), ProcSpec{Argv: []string{"sleep", mark}, Limits: limits(t, protocol.Limits{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
+		for deadline := time.Now().Add(10 * time.Second); sandboxSleep(initPID, mark) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the bystander's sleep never started")
+			}
+		}
+		return mark, p
+	}
+	checkBystander := func(t *testing.T, initPID int, mark string, p *Proc) {
+		t.Helper()
+		select {
+		case <-p.Exited():
+			st, _ := p.Wait()
+			t.Fatalf("another program of the workspace died with the attacker's tree: %v", st)
+		default:
+		}
+		if sandboxSleep(initPID, mark) == 0 {
+			t.Fatal("another program's sleep died with the attacker's tree")
+		}
+	}
+
+	t.Run("timeout", func(t *testing.T) {
+		e := newAttackEnv(t)
+		w := e.open(t, "escape-tree-timeout")
+		if r := runIn(t, w, protocol.Limits{}, "true"); r.Status.Code != 0 {
+			t.Fatal(outcome(r))
+		}
+		initPID := w.Sandbox().InitPID()
+		other, op := bystander(t, w, initPID)
+		mark := marker(t)
+		r := py(t, w, protocol.Limits{TimeoutMs: 2000}, escapeTreeScript(mark))
+		t.Logf("%s", outcome(r))
+		if !strings.Contains(string(r.Stdout), "escaped 12345 123456") {
+			t.Fatalf("the escape did not happen: %s %s", outcome(r), stderrTail(r))
+		}
+		if r.Status.Reason != "killed: timeout" {
+			t.Fatalf("%s: want killed: timeout", outcome(r))
+		}
+		waitSleepGone(t, initPID, mark, "killed: timeout")
+		checkBystander(t, initPID, other, op)
+		if r := runIn(t, w, protocol.Limits{}, "/bin/echo", "ok"); string(r.Stdout) != "ok\n" {
+			t.Errorf("the workspace after the kill: %s %s", outcome(r), stderrTail(r))
+		}
+	})
+
+	// As kernel/restart and kernel/shutdown kill a kernel: Proc.Kill.
+	t.Run("kill", func(t *testing.T) {
+		e := newAttackEnv(t)
+		w := e.open(t, "escape-tree-kill")
+		if r := runIn(t, w, protocol.Limits{}, "true"); r.Status.Code != 0 {
+			t.Fatal(outcome(r))
+		}
+		initPID := w.Sandbox().InitPID()
+		other, op := bystander(t, w, initPID)
+		mark := marker(t)
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer outR.Close()
+		p, err := w.Spawn(context.Background(), ProcSpec{Argv: []string{"python3", "-c", pyPrelude + escapeTreeScript(mark)},
+			Stdout: outW, Limits: limits(t, protocol.Limits{})})
+		outW.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Kill(); _, _ = p.Wait() })
+		line := make(chan string, 1)
+		go func() {
+			s, _ := bufio.NewReader(outR).ReadString('\n')
+			line <- s
+		}()
+		select {
+		case s := <-line:
+			if !strings.HasPrefix(s, "escaped 12345 123456") {
+				t.Fatalf("the escape did not happen: %q", s)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the program never escaped")
+		}
+		if sandboxSleep(initPID, mark) == 0 {
+			t.Fatal("the escaped sleep is not running")
+		}
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Wait()
+		t.Logf("killed: %v, %v", st, err)
+		if st.Signal != syscall.SIGKILL {
+			t.Errorf("the program ended with %v, want killed by SIGKILL", st)
+		}
+		waitSleepGone(t, initPID, mark, "the kill of its program")
+		checkBystander(t, initPID, other, op)
+		if r := runIn(t, w, protocol.Limits{}, "/bin/echo", "ok"); string(r.Stdout) != "ok\n" {
+			t.Errorf("the workspace after the kill: %s %s", outcome(r), stderrTail(r))
+		}
+	})
+}

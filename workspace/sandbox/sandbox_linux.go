@@ -578,7 +578,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return p.s.sp.send(&msg{Op: "signal", ID: p.id, Signal: int(sig)})
 }
 
-// SignalTree sends sig to the program, its session and all its descendants.
+// SignalTree sends sig to the program and to every process it started,
+// however they left its session and ancestry: every process in the
+// program's own mount namespace, which code cannot leave.
 func (p *Process) SignalTree(sig syscall.Signal) error {
 	return p.s.sp.send(&msg{Op: "signal", ID: p.id, Signal: int(sig), Tree: true})
 }

@@ -24,7 +24,7 @@ import (
 //  2. A number with the x32 bit (__X32_SYSCALL_BIT, 0x40000000) set is
 //     KILL_PROCESS, except -1 (0xffffffff), which is not a system call (the
 //     kernel answers ENOSYS; tracers use it to skip a call), as libseccomp does.
-//  3. Each rule of seccompPolicy: the call's number, and for five of them
+//  3. Each rule of seccompPolicy: the call's number, and for six of them
 //     one argument, decide the errno the call fails with.
 //  4. Everything else is allowed.
 //
@@ -33,14 +33,17 @@ import (
 // an approximation: every argument tested is one the kernel itself
 // truncates to 32 bits (ioctl's cmd and personality's persona are
 // unsigned int, socket's family is int, and clone's flags go through
-// lower_32_bits() in kernel/fork.c). Comparing all 64 bits would be the
-// bug: ioctl(fd, TIOCSTI|1<<32, ...) is TIOCSTI to the kernel but would
-// pass a 64-bit equality test (snapd's CVE-2019-7303).
+// lower_32_bits() in kernel/fork.c), or, for unshare's flags (an unsigned
+// long), one whose high bits make the call EINVAL (check_unshare_flags
+// knows none of them), so that unshare(CLONE_NEWNS|1<<32), let through as
+// CLONE_NEWNS, fails all the same. Comparing all 64 bits would be the bug:
+// ioctl(fd, TIOCSTI|1<<32, ...) is TIOCSTI to the kernel but would pass a
+// 64-bit equality test (snapd's CVE-2019-7303).
 //
-// Only clone, socket, socketpair, ioctl and personality read an argument,
-// so for every other number the result depends on arch and nr alone and
-// the kernel's seccomp action cache (5.11+) skips running the filter for
-// allowed calls.
+// Only clone, unshare, socket, socketpair, ioctl and personality read an
+// argument, so for every other number the result depends on arch and nr
+// alone and the kernel's seccomp action cache (5.11+) skips running the
+// filter for allowed calls.
 
 // seccompArchX86_64 is the only architecture the filter lets through.
 const seccompArchX86_64 = unix.AUDIT_ARCH_X86_64
@@ -144,7 +147,9 @@ var seccompPolicy = slices.Concat(
 				Desc: "flags has CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP|NEWTIME"},
 			Why: "no new namespaces below the sandbox (namespace creation is the main kernel attack surface reachable without privilege); threads and fork/vfork/posix_spawn stay allowed"},
 		{Syscall: "unshare", Nr: 272, Errno: unix.EPERM,
-			Why: "no new namespaces; the whole call is refused (unshare of CLONE_FILES/FS/SYSVSEM alone is rare and not worth an argument test)"},
+			Arg: &seccompArg{Index: 0, Name: "flags", Test: seccompNoneOf, Values: []uint32{unix.CLONE_NEWNS},
+				Desc: "flags is not CLONE_NEWNS alone"},
+			Why: "no new namespaces (unshare of CLONE_FILES/FS/SYSVSEM alone is rare and refused too); CLONE_NEWNS alone is the spawner's, which moves into a new mount namespace before it forks each program (the mark of the program's tree), and is left to the kernel's check of CAP_SYS_ADMIN, which no program has"},
 		{Syscall: "setns", Nr: 308, Errno: unix.EPERM,
 			Why: "no entering other namespaces (an fd of another sandbox's or the host's namespace must not be usable)"},
 		{Syscall: "socket", Nr: 41, Errno: unix.EAFNOSUPPORT,

@@ -131,8 +131,13 @@ func seccompAttempts() []seccompAttempt {
 		a = append(a, seccompAttempt{"clone_" + ns.name, "clone", func() error { return startWith(ns.flag) }})
 	}
 	a = append(a,
-		seccompAttempt{"unshare_newns", "unshare", func() error {
-			return onOwnThread(func() error { return unix.Unshare(unix.CLONE_NEWNS) })
+		// CLONE_NEWNS alone is let through (the spawner's); with any other
+		// flag it is refused.
+		seccompAttempt{"unshare_newns_newuts", "unshare", func() error {
+			return onOwnThread(func() error { return unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWUTS) })
+		}},
+		seccompAttempt{"unshare_fs", "unshare", func() error {
+			return onOwnThread(func() error { return unix.Unshare(unix.CLONE_FS) })
 		}},
 		seccompAttempt{"unshare_newuser", "unshare", func() error {
 			return onOwnThread(func() error { return unix.Unshare(unix.CLONE_NEWUSER) })
@@ -247,6 +252,19 @@ var seccompAllowed = []struct {
 		}
 		if err := sysCall(unix.SYS_PERSONALITY, 0); err != nil {
 			return fmt.Errorf("personality(PER_LINUX): %w", err)
+		}
+		return nil
+	}},
+	{"unshare_newns_alone", func(string) error {
+		// Let through to the kernel, which grants it to this helper (root
+		// of its own user namespace) and refuses it to programs (no
+		// CAP_SYS_ADMIN); a high bit, which the filter does not read,
+		// makes it EINVAL.
+		if err := onOwnThread(func() error { return unix.Unshare(unix.CLONE_NEWNS) }); err != nil {
+			return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
+		}
+		if err := onOwnThread(func() error { return sysCall(unix.SYS_UNSHARE, 1<<32|unix.CLONE_NEWNS) }); err != unix.EINVAL {
+			return fmt.Errorf("unshare(1<<32|CLONE_NEWNS): got %v, want EINVAL", err)
 		}
 		return nil
 	}},
@@ -680,6 +698,13 @@ func TestSeccompProgram(t *testing.T) {
 		{"clone pidfd", unix.SYS_CLONE, []uint64{unix.CLONE_PIDFD | uint64(unix.SIGCHLD)}, allow},
 		{"clone high word only", unix.SYS_CLONE, []uint64{0xffffffff00000000 | uint64(unix.SIGCHLD)}, allow},
 		{"clone newuser with thread flags", unix.SYS_CLONE, []uint64{threadFlags | unix.CLONE_NEWUSER}, errno(unix.EPERM)},
+		{"unshare newns", unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWNS}, allow},
+		{"unshare newns high word", unix.SYS_UNSHARE, []uint64{1<<32 | unix.CLONE_NEWNS}, allow},
+		{"unshare newns newuts", unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWNS | unix.CLONE_NEWUTS}, errno(unix.EPERM)},
+		{"unshare newns newuser", unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWNS | unix.CLONE_NEWUSER}, errno(unix.EPERM)},
+		{"unshare newuser", unix.SYS_UNSHARE, []uint64{unix.CLONE_NEWUSER}, errno(unix.EPERM)},
+		{"unshare fs", unix.SYS_UNSHARE, []uint64{unix.CLONE_FS}, errno(unix.EPERM)},
+		{"unshare nothing", unix.SYS_UNSHARE, []uint64{0}, errno(unix.EPERM)},
 		{"socket unix", unix.SYS_SOCKET, []uint64{unix.AF_UNIX}, allow},
 		{"socket inet", unix.SYS_SOCKET, []uint64{unix.AF_INET}, allow},
 		{"socket netlink", unix.SYS_SOCKET, []uint64{unix.AF_NETLINK}, allow},

@@ -22,9 +22,12 @@ import (
 // user in a user namespace nested in the sandbox's, and before it starts
 // anything it locks itself down exactly as the programs will be, since they
 // inherit it: no namespaces can be created below it, no capabilities,
-// no_new_privs, landlock, seccomp, not dumpable. Programs get their own
-// session, their stdio, and per-program rlimits (through prlimit(1), as Go
-// cannot set a child's rlimits between fork and exec).
+// no_new_privs, landlock, seccomp, not dumpable. The one exception is its
+// own: the thread that forks programs keeps CAP_SYS_ADMIN, which exec takes
+// from every program, to give each program a mount namespace of its own
+// (programNamespace), the mark of its tree. Programs get their own session,
+// their stdio, and per-program rlimits (through prlimit(1), as Go cannot
+// set a child's rlimits between fork and exec).
 
 // Paths inside the sandbox, for Landlock: everything the mount namespace
 // shows may be read and run, and only the sandbox's writable places written
@@ -40,10 +43,11 @@ const prlimitPath = "/usr/bin/prlimit"
 type spawner struct {
 	conn *msgConn
 
-	mu     sync.Mutex     // guards the fields below
-	procs  map[uint64]int // id -> pid of the programs it started
-	byPid  map[int]uint64 // and back
-	kicked chan struct{}  // a program was started (wakes the reaper)
+	mu     sync.Mutex        // guards the fields below
+	procs  map[uint64]int    // id -> pid of the programs it started
+	byPid  map[int]uint64    // and back
+	ns     map[uint64]string // id -> the program's mount namespace (programNamespace)
+	kicked chan struct{}     // a program was started (wakes the reaper)
 }
 
 func spawnerMain([]string) int {
@@ -83,7 +87,7 @@ func spawnerMain([]string) int {
 	if err := conn.send(&msg{Op: "ready", Layers: layers}); err != nil {
 		return 1
 	}
-	s := &spawner{conn: conn, procs: make(map[uint64]int), byPid: make(map[int]uint64), kicked: make(chan struct{}, 1)}
+	s := &spawner{conn: conn, procs: make(map[uint64]int), byPid: make(map[int]uint64), ns: make(map[uint64]string), kicked: make(chan struct{}, 1)}
 	go s.reap()
 	return s.serve()
 }
@@ -146,13 +150,23 @@ func capInotify() error {
 	return nil
 }
 
+// programNamespaces bounds the mount namespaces of a sandbox's programs
+// alive at once (one each, programNamespace), the only namespaces that can
+// be created below the spawner.
+const programNamespaces = 65536
+
 // lockDown applies to the spawner itself what every program must have.
 func lockDown(hostNetwork bool) (*Layers, error) {
 	layers := &Layers{}
-	// No namespace of any kind can be created below this point.
+	// No namespace of any kind can be created below this point, but for
+	// the spawner's own mount namespace per program.
 	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time"} {
 		path := "/proc/sys/user/max_" + ns + "_namespaces"
-		if err := os.WriteFile(path, []byte("0"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		n := "0"
+		if ns == "mnt" {
+			n = strconv.Itoa(programNamespaces)
+		}
+		if err := os.WriteFile(path, []byte(n), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("limit %s namespaces in the nested user namespace: %w", ns, err)
 		}
 	}
@@ -186,8 +200,11 @@ func lockDown(hostNetwork bool) (*Layers, error) {
 	return layers, nil
 }
 
-// dropCapabilities empties the bounding, ambient, inheritable, permitted and
-// effective sets of this thread, the one that forks every program.
+// dropCapabilities empties the bounding, ambient and inheritable sets of
+// this thread, the one that forks every program, and leaves only
+// CAP_SYS_ADMIN in its permitted and effective sets: programNamespace needs
+// it, and no program keeps it past exec (the sandbox user is not root in
+// its namespace, and every set exec could draw from is empty).
 func dropCapabilities() error {
 	last := lastCap()
 	for c := 0; c <= last; c++ {
@@ -200,6 +217,8 @@ func dropCapabilities() error {
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
+	data[0].Permitted = 1 << unix.CAP_SYS_ADMIN
+	data[0].Effective = 1 << unix.CAP_SYS_ADMIN
 	if err := thisThread(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
@@ -335,7 +354,8 @@ func (s *spawner) spawn(m *msg, files []*os.File) {
 	// The reaper looks a pid up under mu: hold it across Start, so that a
 	// program that ends at once is found.
 	s.mu.Lock()
-	if err := setTag(m.ID); err != nil {
+	ns, err := programNamespace()
+	if err != nil {
 		s.mu.Unlock()
 		reply(err)
 		return
@@ -348,6 +368,7 @@ func (s *spawner) spawn(m *msg, files []*os.File) {
 	pid := cmd.Process.Pid
 	s.procs[m.ID] = pid
 	s.byPid[pid] = m.ID
+	s.ns[m.ID] = ns
 	// "started" goes out before the reaper (waiting on mu) can say "exited".
 	started := &msg{Op: "started", ID: m.ID, Pid: pid}
 	if master != nil {
@@ -382,6 +403,7 @@ func (s *spawner) reap() {
 		if ok {
 			delete(s.byPid, pid)
 			delete(s.procs, id)
+			delete(s.ns, id)
 		}
 		s.mu.Unlock()
 		if !ok {
@@ -395,59 +417,129 @@ func (s *spawner) reap() {
 	}
 }
 
-// Every process a program starts carries the program's tag: the soft
-// RLIMIT_LOCKS, which the kernel no longer enforces, which fork, exec,
-// setsid and daemonizing all keep, and which the spawner sets on itself
-// just before it forks the program (spawns are serialized on its thread).
-// So "kill the program's tree" finds a double-forked child that left its
-// session and was reparented to the spawner. Code could change its own
-// soft limit to leave the tree; it would only escape a kill in its own
-// sandbox, which killall still reaches.
-const tagBase = 1 << 40
-
-func setTag(id uint64) error {
-	lim := unix.Rlimit{Cur: tagBase + id, Max: unix.RLIM_INFINITY}
-	if err := unix.Setrlimit(unix.RLIMIT_LOCKS, &lim); err != nil {
-		return fmt.Errorf("tag the program (RLIMIT_LOCKS): %w", err)
+// Every program runs in a mount namespace of its own, and so does every
+// process it starts: fork and exec keep it, and so do setsid, a double fork
+// and anything else code can do to leave its session, its ancestry or a
+// tag it can set, since code cannot leave a mount namespace (setns and
+// unshare of anything else are refused by seccomp; clone with CLONE_NEWNS
+// too; unshare(CLONE_NEWNS) alone needs CAP_SYS_ADMIN, which no program
+// has). So "kill the program's tree" is "kill every process in its
+// namespace".
+//
+// The spawner's thread moves into a copy of its mount namespace (the same
+// mounts, all private) just before it forks a program, and the program
+// keeps that copy. A namespace is named by the id of its root mount, the
+// first field of /proc/PID/mountinfo: a copy's mounts get new ids, an id
+// is not reused while its mount lives, and mountinfo, unlike
+// /proc/PID/ns/mnt, can be read for a process that made itself not
+// dumpable. Spawns are serialized on the spawner's thread.
+func programNamespace() (string, error) {
+	if err := thisThread(unix.SYS_UNSHARE, unix.CLONE_NEWNS, 0, 0); err != nil {
+		return "", fmt.Errorf("a mount namespace for the program: %w", err)
 	}
-	return nil
+	ns, ok := mountNamespace("/proc/thread-self")
+	if !ok {
+		return "", errors.New("a mount namespace for the program: /proc/thread-self/mountinfo cannot be read")
+	}
+	return ns, nil
 }
 
-// tagged lists the processes carrying program id's tag, from the sandbox's
-// /proc/PID/limits.
-func tagged(id uint64) []int {
-	want := strconv.FormatUint(tagBase+id, 10)
+// mountNamespace names the mount namespace of the process or thread whose
+// /proc directory is dir: the id of its root mount.
+func mountNamespace(dir string) (string, bool) {
+	f, err := os.Open(dir + "/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	var b [32]byte
+	n, _ := io.ReadFull(f, b[:])
+	id, _, ok := strings.Cut(string(b[:n]), " ")
+	return id, ok && id != ""
+}
+
+// nsProc is a process of the sandbox: its pid and start time, which tell a
+// pid reused by another process.
+type nsProc struct {
+	pid   int
+	start string
+}
+
+// inNamespace lists the processes of the sandbox in mount namespace ns. A
+// process whose first thread has ended (a zombie leader) is found through
+// its other threads.
+func inNamespace(ns string) []nsProc {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []int
+	var out []nsProc
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == 1 {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/limits")
-		if err != nil {
-			continue
-		}
-		for line := range strings.Lines(string(b)) {
-			if strings.HasPrefix(line, "Max file locks") {
-				if f := strings.Fields(line[len("Max file locks"):]); len(f) > 0 && f[0] == want {
-					out = append(out, pid)
+		dir := "/proc/" + e.Name()
+		got, ok := mountNamespace(dir)
+		if !ok {
+			tasks, _ := os.ReadDir(dir + "/task")
+			for _, t := range tasks {
+				if got, ok = mountNamespace(dir + "/task/" + t.Name()); ok {
+					break
 				}
-				break
 			}
 		}
+		if !ok || got != ns {
+			continue
+		}
+		out = append(out, nsProc{pid: pid, start: startTime(dir)})
 	}
 	return out
 }
 
-// signal sends a signal to a program, or with Tree to its whole session,
-// every process descended from it, and every process carrying its tag.
+// startTime is the start time field of dir/stat, "" if it cannot be read.
+func startTime(dir string) string {
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return ""
+	}
+	// After the command come state (field 3) ... starttime (field 22).
+	if f := strings.Fields(string(b[i+1:])); len(f) > 19 {
+		return f[19]
+	}
+	return ""
+}
+
+// signalNamespace sends sig once to every process in mount namespace ns
+// but those in sent. Processes may fork while /proc is read; the scan is
+// repeated until two in a row find no process not yet signalled (a killed
+// process forks no more, and a child it forked before is found by the next
+// scan).
+func signalNamespace(ns string, sig syscall.Signal, sent map[nsProc]bool) {
+	for round, quiet := 0, 0; quiet < 2 && round < 100; round++ {
+		quiet++
+		for _, p := range inNamespace(ns) {
+			if sent[p] {
+				continue
+			}
+			sent[p] = true
+			quiet = 0
+			_ = syscall.Kill(p.pid, sig)
+		}
+	}
+}
+
+// signal sends a signal to a program, or with Group to its process group,
+// or with Tree to every process in its mount namespace: all it started,
+// however they left its session and ancestry.
 func (s *spawner) signal(m *msg) {
 	s.mu.Lock()
 	pid, ok := s.procs[m.ID]
+	ns := s.ns[m.ID]
 	s.mu.Unlock()
 	if !ok {
 		return
@@ -461,46 +553,11 @@ func (s *spawner) signal(m *msg) {
 		_ = syscall.Kill(pid, sig)
 		return
 	}
-	// Find the tree first (the program's children lose it as their parent
-	// when it dies), then signal the program itself first, so that it ends
-	// by the signal and not by seeing its children end.
-	tree := append(descendants(pid), tagged(m.ID)...)
+	// The program itself first, so that it ends by the signal and not by
+	// seeing its children end.
+	first := nsProc{pid: pid, start: startTime("/proc/" + strconv.Itoa(pid))}
 	_ = syscall.Kill(pid, sig)
-	_ = syscall.Kill(-pid, sig) // its process group (= session, from Setsid)
-	for _, p := range tree {
-		_ = syscall.Kill(p, sig)
-	}
-}
-
-// descendants lists the processes below pid, from the sandbox's /proc.
-func descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	children := map[int][]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ppid, ok := ParentPID(e.Name())
-		if !ok {
-			continue
-		}
-		children[ppid] = append(children[ppid], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
+	signalNamespace(ns, sig, map[nsProc]bool{first: true})
 }
 
 // lookPath finds file on the PATH of env.
