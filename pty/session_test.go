@@ -330,7 +330,8 @@ func TestSessionScratchAndClose(t *testing.T) {
 	mark := fmt.Sprintf("1000.%d", time.Now().UnixNano()%1000000)
 	s := e.open(t, protocol.PtyOpenParams{Command: []string{"sh", "-c", "sleep " + mark + " & sleep " + mark + " & echo started; wait"}}, k)
 	k.waitText(t, "started\n")
-	if n := countProcs(t, "sleep\x00"+mark+"\x00"); n != 2 {
+	// sh prints before its children have exec'd sleep: wait for them.
+	if n := waitProcs(t, "sleep\x00"+mark+"\x00", 2); n != 2 {
 		t.Fatalf("%d background sleeps running, want 2", n)
 	}
 	wsID := s.Workspace().ID()
@@ -343,11 +344,25 @@ func TestSessionScratchAndClose(t *testing.T) {
 	if got := k.waitExit(t); got.Signal != "SIGKILL" {
 		t.Fatalf("exit %+v", got)
 	}
-	if n := countProcs(t, "sleep\x00"+mark+"\x00"); n != 0 {
+	if n := waitProcs(t, "sleep\x00"+mark+"\x00", 0); n != 0 {
 		t.Fatalf("%d background sleeps left after close", n)
 	}
 	if _, err := e.ws.Get(wsID); err == nil {
 		t.Fatalf("the terminal's own workspace %s is still open", wsID)
+	}
+}
+
+// waitProcs polls, for up to 10 s, until want of the host's processes have
+// the command line cmdline, and returns the last count.
+func waitProcs(t *testing.T, cmdline string, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := countProcs(t, cmdline)
+		if n == want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
