@@ -30,7 +30,7 @@ type Workspace struct {
 	sb      *sandbox.Sandbox
 	network sandbox.Network
 	procs   map[*Proc]struct{}
-	quota   int64 // bytes the writable layer may hold (the smallest diskBytes asked)
+	quota   int64 // bytes the writable layer may hold (the smallest diskBytes of the programs running)
 	closed  bool
 }
 
@@ -187,7 +187,11 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	p := &Proc{Process: sp, w: w, memory: spec.Limits.MemoryBytes}
 	w.mu.Lock()
 	w.procs[p] = struct{}{}
-	if q := spec.Limits.DiskBytes; q > 0 && q < w.quota {
+	// The quota in force is the smallest diskBytes of the programs
+	// running; a program started when none runs sets it afresh (what
+	// earlier programs left behind, background children included, is then
+	// held to the new program's quota).
+	if q := spec.Limits.DiskBytes; q > 0 && (len(w.procs) == 1 || q < w.quota) {
 		w.quota = q
 	}
 	w.mu.Unlock()
