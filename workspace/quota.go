@@ -59,9 +59,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 			continue
 		}
 		touched = w.noteTouched(touched)
-		w.mu.Lock()
-		quota := w.quota
-		w.mu.Unlock()
+		quota := w.quotaInForce()
 		used, err := measure(dir, quota)
 		if err == nil {
 			used += heldDeleted(sb.InitPID())
@@ -85,6 +83,29 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		w.mu.Unlock()
 		_ = sb.KillAll()
 	}
+}
+
+// quotaInForce is the smallest diskBytes of the programs running now (one
+// that has ended but is not yet forgotten does not count), else the last
+// quota in force: what programs' background children write is held to it.
+func (w *Workspace) quotaInForce() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var q int64
+	for p := range w.procs {
+		select {
+		case <-p.Exited():
+			continue
+		default:
+		}
+		if p.disk > 0 && (q == 0 || p.disk < q) {
+			q = p.disk
+		}
+	}
+	if q > 0 {
+		w.quota = q
+	}
+	return w.quota
 }
 
 // checkMemory kills the sandbox's programs when together they hold more

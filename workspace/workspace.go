@@ -44,6 +44,8 @@ type Proc struct {
 	// memory is the program's memoryBytes (0: none), its share of what
 	// the sandbox's programs may hold together (see memory_linux.go).
 	memory int64
+	// disk is the program's diskBytes (0: none).
+	disk int64
 }
 
 // DefaultEnv is the environment of a program started without one.
@@ -184,14 +186,12 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{Process: sp, w: w, memory: spec.Limits.MemoryBytes}
+	p := &Proc{Process: sp, w: w, memory: spec.Limits.MemoryBytes, disk: spec.Limits.DiskBytes}
 	w.mu.Lock()
 	w.procs[p] = struct{}{}
 	// The quota in force is the smallest diskBytes of the programs
-	// running; a program started when none runs sets it afresh (what
-	// earlier programs left behind, background children included, is then
-	// held to the new program's quota).
-	if q := spec.Limits.DiskBytes; q > 0 && (len(w.procs) == 1 || q < w.quota) {
+	// running (quotaInForce); this one's counts from now.
+	if q := spec.Limits.DiskBytes; q > 0 && q < w.quota {
 		w.quota = q
 	}
 	w.mu.Unlock()
