@@ -1337,7 +1337,7 @@ func openDirBeneath(root int, rel string, flags int) (int, error) {
 		}
 	}
 	if len(rel) <= beneathChunk {
-		return unix.Openat2(root, rel, how(flags))
+		return openat2(root, rel, how(flags))
 	}
 	fd := root
 	for rel != "" {
@@ -1359,7 +1359,7 @@ func openDirBeneath(root int, rel string, flags int) (int, error) {
 		if last {
 			f = flags
 		}
-		next, err := unix.Openat2(fd, part, how(f))
+		next, err := openat2(fd, part, how(f))
 		if fd != root {
 			unix.Close(fd)
 		}

@@ -566,7 +566,7 @@ func mkdirAllBeneath(root int, rel string, mirror int, mask uint32, owner func(p
 			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		}
-		next, err := unix.Openat2(fd, comp, how)
+		next, err := openat2(fd, comp, how)
 		if replace && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
 			// A file or symlink where a directory goes: removed (in the
 			// view only; never in the project).
@@ -597,7 +597,7 @@ func mkdirAllBeneath(root int, rel string, mirror int, mask uint32, owner func(p
 				unix.Close(fd)
 				return -1, "", &os.PathError{Op: "mkdir", Path: shortForm(sofar), Err: err}
 			}
-			next, err = unix.Openat2(fd, comp, how)
+			next, err = openat2(fd, comp, how)
 			if err == nil {
 				if owner != nil {
 					if uid, gid, ok := owner(fd); ok {

@@ -31,7 +31,7 @@ func (w *Workspace) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(root)
-	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+	fd, err := openat2(root, rel, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 	})
@@ -99,7 +99,7 @@ func (w *Workspace) openView() (int, error) {
 	}
 	// The sandbox's / is read-only: /workspace is its mount point, not a
 	// link code could plant.
-	fd, err := unix.Openat2(root, "workspace", &unix.OpenHow{
+	fd, err := openat2(root, "workspace", &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
@@ -107,4 +107,17 @@ func (w *Workspace) openView() (int, error) {
 		return -1, fmt.Errorf("open /workspace of workspace %s's sandbox: %w", w.id, err)
 	}
 	return fd, nil
+}
+
+// openat2 is unix.Openat2, tried again on EAGAIN: with RESOLVE_IN_ROOT or
+// RESOLVE_BENEATH, the kernel answers EAGAIN when a rename or a mount
+// anywhere on the host raced with resolving "..", which a busy machine does
+// all the time.
+func openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(dirfd, path, how)
+		if err != unix.EAGAIN || i == 63 {
+			return fd, err
+		}
+	}
 }

@@ -110,7 +110,7 @@ func (v *view) open(rel string, flags int) (int, error) {
 	var fd int
 	var err error
 	for range 16 { // EAGAIN: a rename raced with the resolution
-		if fd, err = unix.Openat2(v.sb, p, how); err != unix.EAGAIN {
+		if fd, err = openat2(v.sb, p, how); err != unix.EAGAIN {
 			break
 		}
 	}
@@ -148,7 +148,7 @@ func (v *view) inside(fd int) bool {
 // name), so that such a path is outside rather than missing.
 func (v *view) leadsOut(dir string) bool {
 	for ; dir != "." && dir != "/"; dir = path.Dir(dir) {
-		fd, err := unix.Openat2(v.sb, "workspace/"+dir, &unix.OpenHow{
+		fd, err := openat2(v.sb, "workspace/"+dir, &unix.OpenHow{
 			Flags:   unix.O_PATH | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 		})

@@ -677,7 +677,7 @@ func (h *watchHub) stat(l *watchLayer, pfd int, prel, name string) (st *unix.Sta
 
 // openBeneath opens rel below root with no symlink followed anywhere.
 func openBeneath(root int, rel string, flags int) (int, error) {
-	return unix.Openat2(root, rel, &unix.OpenHow{
+	return openat2(root, rel, &unix.OpenHow{
 		Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
