@@ -284,11 +284,11 @@ func TestKernelQueueCancelTimeout(t *testing.T) {
 
 	// $/cancelRequest of a running execution interrupts it: -32800.
 	errc := make(chan error, 1)
+	n := len(statuses(t, c, kid)) // before the execution, whose busy may come at once
 	go func() {
 		_, err := c.conn.Call(ctx, protocol.MethodKernelExecute, protocol.KernelExecuteParams{KernelID: kid, Code: "import time\nwhile True: time.sleep(0.01)", ExecutionID: "running-1"}, nil)
 		errc <- err
 	}()
-	n := len(statuses(t, c, kid))
 	waitStatus(t, c, kid, protocol.KernelStateBusy, n)
 	cancelExecution(t, c, tap, "running-1")
 	select {
@@ -448,10 +448,11 @@ func TestKernelAttachReplay(t *testing.T) {
 	twoSeq := outs[0].Seq
 	// Drop the first client while its code runs: the code runs on, and
 	// its output waits in the kernel for the next client.
+	before := len(statuses(t, a, kid))
 	go func() {
 		_, _, _ = tryRun(t, a, kid, "import time; time.sleep(1); print('finished')", withID("while-away"))
 	}()
-	waitStatus(t, a, kid, protocol.KernelStateBusy, len(statuses(t, a, kid)))
+	waitStatus(t, a, kid, protocol.KernelStateBusy, before)
 	wa.Close()
 	b, _ := l.wsClient(t)
 	b.initialize(t)
