@@ -70,6 +70,12 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		if err == nil && used <= quota {
 			continue
 		}
+		// The programs may have changed while the tree was measured (the
+		// one over its quota ended, another began): the kill is for the
+		// quota in force now.
+		if now := w.quotaInForce(); err == nil && used <= now {
+			continue
+		}
 		reason := "killed: disk quota exceeded"
 		if err != nil {
 			reason = "killed: the workspace's disk use could not be measured (" + err.Error() + ")"
