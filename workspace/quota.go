@@ -58,37 +58,44 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 		if direct {
 			continue
 		}
+		w.checkQuota(sb, dir, &failed)
+		// Baselines after the quota: a flood of new files must not delay
+		// the check that stops it.
 		touched = w.noteTouched(touched)
-		quota := w.quotaInForce()
-		used, err := measure(dir, quota)
-		if err == nil {
-			used += heldDeleted(sb.InitPID())
-			failed = 0
-		} else if failed++; failed < quotaFailures {
-			continue
-		}
-		if err == nil && used <= quota {
-			continue
-		}
-		// The programs may have changed while the tree was measured (the
-		// one over its quota ended, another began): the kill is for the
-		// quota in force now.
-		if now := w.quotaInForce(); err == nil && used <= now {
-			continue
-		}
-		reason := "killed: disk quota exceeded"
-		if err != nil {
-			reason = "killed: the workspace's disk use could not be measured (" + err.Error() + ")"
-			failed = 0
-		}
-		w.m.log.Warn("disk quota: killing the workspace's programs", "workspace", w.id, "used_bytes", used, "quota_bytes", quota, "reason", reason)
-		w.mu.Lock()
-		for p := range w.procs {
-			p.setReason(reason)
-		}
-		w.mu.Unlock()
-		_ = sb.KillAll()
 	}
+}
+
+// checkQuota is one quota tick: measure, and kill past the quota in force.
+func (w *Workspace) checkQuota(sb *sandbox.Sandbox, dir string, failed *int) {
+	quota := w.quotaInForce()
+	used, err := measure(dir, quota)
+	if err == nil {
+		used += heldDeleted(sb.InitPID())
+		*failed = 0
+	} else if *failed++; *failed < quotaFailures {
+		return
+	}
+	if err == nil && used <= quota {
+		return
+	}
+	// The programs may have changed while the tree was measured (the
+	// one over its quota ended, another began): the kill is for the
+	// quota in force now.
+	if now := w.quotaInForce(); err == nil && used <= now {
+		return
+	}
+	reason := "killed: disk quota exceeded"
+	if err != nil {
+		reason = "killed: the workspace's disk use could not be measured (" + err.Error() + ")"
+		*failed = 0
+	}
+	w.m.log.Warn("disk quota: killing the workspace's programs", "workspace", w.id, "used_bytes", used, "quota_bytes", quota, "reason", reason)
+	w.mu.Lock()
+	for p := range w.procs {
+		p.setReason(reason)
+	}
+	w.mu.Unlock()
+	_ = sb.KillAll()
 }
 
 // quotaInForce is the smallest diskBytes of the programs running now (one
@@ -98,6 +105,11 @@ func (w *Workspace) quotaInForce() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var q int64
+	for d := range w.starting {
+		if *d > 0 && (q == 0 || *d < q) {
+			q = *d
+		}
+	}
 	for p := range w.procs {
 		select {
 		case <-p.Exited():

@@ -31,7 +31,10 @@ type Workspace struct {
 	network sandbox.Network
 	procs   map[*Proc]struct{}
 	quota   int64 // bytes the writable layer may hold (the smallest diskBytes of the programs running)
-	closed  bool
+	// starting holds the diskBytes of programs being started, not yet in
+	// procs: their quota is in force from the start.
+	starting map[*int64]struct{}
+	closed   bool
 }
 
 // Proc is a program running in a workspace.
@@ -178,6 +181,18 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	disk := spec.Limits.DiskBytes
+	w.mu.Lock()
+	if w.starting == nil {
+		w.starting = make(map[*int64]struct{})
+	}
+	w.starting[&disk] = struct{}{}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.starting, &disk)
+		w.mu.Unlock()
+	}()
 	sp, err := sb.Spawn(ctx, sandbox.Spec{
 		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir,
 		Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr,
