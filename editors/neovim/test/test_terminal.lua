@@ -24,7 +24,10 @@ H.main(function()
       return cb._state.ptys[pty].exited
     end, 10000, "pty/exit")
     H.eq(0, cb._state.ptys[pty].exit_code)
-    H.check(buftext(buf):find("[process exited 0]", 1, true))
+    -- The exit line is written into the buffer after the state changes.
+    H.wait(function()
+      return buftext(buf):find("[process exited 0]", 1, true)
+    end, 10000, "the exit line in the terminal buffer:\n" .. buftext(buf))
   end)
 
   H.test("VimResized resizes the pty", function()
