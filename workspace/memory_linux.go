@@ -55,33 +55,22 @@ func memoryUsage(initPid int) int64 {
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 6 || !strings.HasPrefix(fields[5], "/memfd:") {
+			m, ok := parseMapping(sc.Text())
+			if !ok || !strings.HasPrefix(m.path, "/memfd:") {
 				continue
 			}
-			ino, _ := strconv.ParseUint(fields[4], 10, 64)
-			mm := strings.SplitN(fields[3], ":", 2)
-			if len(mm) != 2 {
-				continue
-			}
-			major, _ := strconv.ParseUint(mm[0], 16, 32)
-			minor, _ := strconv.ParseUint(mm[1], 16, 32)
-			k := key{unix.Mkdev(uint32(major), uint32(minor)), ino}
+			k := key{m.dev, m.ino}
 			if _, ok := shmem[k]; ok {
 				continue
 			}
 			var st unix.Stat_t
-			if unix.Stat(dir+"/map_files/"+fields[0], &st) == nil {
+			if unix.Stat(dir+"/map_files/"+m.addr, &st) == nil {
 				shmem[k] = st.Blocks * 512
 				continue
 			}
 			// An unprivileged daemon cannot open map_files: the extent
 			// mapped is what it can see of the object.
-			se := strings.SplitN(fields[0], "-", 2)
-			start, _ := strconv.ParseUint(se[0], 16, 64)
-			end, _ := strconv.ParseUint(se[len(se)-1], 16, 64)
-			off, _ := strconv.ParseUint(fields[2], 16, 64)
-			shmem[k] = max(shmem[k], int64(off+end-start))
+			shmem[k] = max(shmem[k], m.extent)
 		}
 		f.Close()
 	}

@@ -217,41 +217,29 @@ func heldDeleted(pid int) int64 {
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			// start-end perms offset major:minor inode path (deleted)
 			line := sc.Text()
 			if !strings.HasSuffix(line, " (deleted)") {
 				continue
 			}
-			fields := strings.Fields(line)
-			if len(fields) < 6 || fields[4] == "0" {
+			m, ok := parseMapping(line)
+			if !ok {
 				continue
 			}
-			ino, _ := strconv.ParseUint(fields[4], 10, 64)
-			mm := strings.SplitN(fields[3], ":", 2)
-			if len(mm) != 2 {
-				continue
-			}
-			major, _ := strconv.ParseUint(mm[0], 16, 32)
-			minor, _ := strconv.ParseUint(mm[1], 16, 32)
-			k := key{unix.Mkdev(uint32(major), uint32(minor)), ino}
+			k := key{m.dev, m.ino}
 			if _, ok := seen[k]; ok {
 				continue
 			}
 			var st unix.Stat_t
-			if unix.Stat(dir+"/map_files/"+fields[0], &st) == nil {
-				if st.Mode&unix.S_IFMT == unix.S_IFREG && !onTmpfs(dir+"/map_files/"+fields[0]) {
+			if unix.Stat(dir+"/map_files/"+m.addr, &st) == nil {
+				if st.Mode&unix.S_IFMT == unix.S_IFREG && !onTmpfs(dir+"/map_files/"+m.addr) {
 					seen[k] = max(seen[k], st.Blocks*512)
 				}
 				continue
 			}
-			if strings.HasPrefix(fields[5], "/dev/shm/") || strings.HasPrefix(fields[5], "/memfd:") || strings.HasPrefix(fields[5], "/tmp/") || strings.HasPrefix(fields[5], "/SYSV") {
+			if strings.HasPrefix(m.path, "/dev/shm/") || strings.HasPrefix(m.path, "/memfd:") || strings.HasPrefix(m.path, "/tmp/") || strings.HasPrefix(m.path, "/SYSV") {
 				continue // tmpfs, bounded by its size
 			}
-			se := strings.SplitN(fields[0], "-", 2)
-			start, _ := strconv.ParseUint(se[0], 16, 64)
-			end, _ := strconv.ParseUint(se[len(se)-1], 16, 64)
-			off, _ := strconv.ParseUint(fields[2], 16, 64)
-			seen[k] = max(seen[k], int64(off+end-start))
+			seen[k] = max(seen[k], m.extent)
 		}
 		f.Close()
 	}
@@ -273,18 +261,39 @@ func onTmpfs(path string) bool {
 func descendants(pid int) []int {
 	out := []int{pid}
 	for i := 0; i < len(out) && len(out) < 1<<16; i++ {
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(out[i]) + "/task")
-		for _, t := range tasks {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(out[i]) + "/task/" + t.Name() + "/children")
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(b)) {
-				if c, err := strconv.Atoi(f); err == nil {
-					out = append(out, c)
-				}
-			}
-		}
+		out = append(out, children(out[i])...)
 	}
 	return out
+}
+
+// mapping is one line of /proc/PID/maps that maps a file.
+type mapping struct {
+	addr     string // start-end, the name of its /proc/PID/map_files entry
+	path     string
+	dev, ino uint64
+	extent   int64 // offset plus length: how much of the file it reaches
+}
+
+// parseMapping parses a maps line ("start-end perms offset major:minor
+// inode path"); ok is false for anonymous mappings.
+func parseMapping(line string) (m mapping, ok bool) {
+	f := strings.Fields(line)
+	if len(f) < 6 || f[4] == "0" {
+		return m, false
+	}
+	mm := strings.SplitN(f[3], ":", 2)
+	if len(mm) != 2 {
+		return m, false
+	}
+	major, _ := strconv.ParseUint(mm[0], 16, 32)
+	minor, _ := strconv.ParseUint(mm[1], 16, 32)
+	m.ino, _ = strconv.ParseUint(f[4], 10, 64)
+	m.dev = unix.Mkdev(uint32(major), uint32(minor))
+	m.addr, m.path = f[0], strings.Join(f[5:], " ")
+	se := strings.SplitN(f[0], "-", 2)
+	start, _ := strconv.ParseUint(se[0], 16, 64)
+	end, _ := strconv.ParseUint(se[len(se)-1], 16, 64)
+	off, _ := strconv.ParseUint(f[2], 16, 64)
+	m.extent = int64(off + end - start)
+	return m, true
 }
