@@ -15,6 +15,13 @@ import "time"
 //     workspace, and size 0 for a directory.
 //   - fs/watch globs are matched against workspace-relative paths, with `**`
 //     matching any number of directories.
+//   - Extension: a name whose bytes are not UTF-8, which a JSON string cannot
+//     carry, is sent quoted as git quotes it (C escapes, octal for bytes
+//     that are not UTF-8: "caf\351.txt"), and so is a name that begins
+//     with `"`; every other name is sent as it is. A path a client sends
+//     that begins and ends with `"` and unquotes cleanly means the unquoted
+//     name. This holds for every path of §3 (fs/*, fs/didChange,
+//     workspace/changes, diff, commit, discard).
 
 // Encoding is how file or terminal content is carried in a JSON string.
 type Encoding string

@@ -387,19 +387,31 @@ func (w *Workspace) loadBaselines() (map[string]baseline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the baselines of workspace %s: %w", w.id, err)
 	}
-	m := map[string]baseline{}
-	if err := json.Unmarshal(b, &m); err != nil {
+	stored := map[string]baseline{}
+	if err := json.Unmarshal(b, &stored); err != nil {
 		// Baselines only guard against conflicts; a damaged file is
 		// rebuilt from the birth-time rule rather than blocking the
 		// workspace.
 		w.m.log.Warn("damaged baselines.json ignored", "workspace", w.id, "err", err)
 		return map[string]baseline{}, nil
 	}
+	m := make(map[string]baseline, len(stored))
+	for p, bl := range stored {
+		bl.Link = fromWire(bl.Link)
+		m[fromWire(p)] = bl
+	}
 	return m, nil
 }
 
+// saveBaselines writes the baselines, names and link targets as wireName
+// carries them (a name that is not UTF-8 survives the JSON).
 func (w *Workspace) saveBaselines(m map[string]baseline) error {
-	b, err := json.Marshal(m)
+	stored := make(map[string]baseline, len(m))
+	for p, bl := range m {
+		bl.Link = wireName(bl.Link)
+		stored[wireName(p)] = bl
+	}
+	b, err := json.Marshal(stored)
 	if err != nil {
 		return fmt.Errorf("encode the baselines of workspace %s: %w", w.id, err)
 	}
@@ -421,7 +433,7 @@ type change struct {
 }
 
 func (c *change) protocol() protocol.Change {
-	pc := protocol.Change{Path: c.path, Kind: c.kind, Binary: c.binary}
+	pc := protocol.Change{Path: wireName(c.path), Kind: c.kind, Binary: c.binary}
 	if c.kind != protocol.ChangeKindDeleted {
 		size := c.size
 		pc.Size = &size
@@ -1223,7 +1235,7 @@ func (w *Workspace) Diff(ctx context.Context, paths []string) ([]protocol.FileDi
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		fd := protocol.FileDiff{Path: c.path, Kind: c.kind, Binary: c.binary}
+		fd := protocol.FileDiff{Path: wireName(c.path), Kind: c.kind, Binary: c.binary}
 		switch {
 		case c.binary:
 		case total >= maxDiffTotal:

@@ -665,28 +665,74 @@ func sortLines(s string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// TestCommitNamesNotUTF8: a name that is not valid UTF-8 reaches a client
-// with U+FFFD in place of its bytes, so it can be neither reviewed nor
-// named back: commit leaves it as a conflict that says so (it used to be
-// committed), and discarding every change removes it.
+// TestCommitNamesNotUTF8: a name that is not valid UTF-8 (it used to
+// reach a client with U+FFFD in place of its bytes, unreviewable and
+// unnameable, yet committed) is carried quoted as git quotes it, and so is
+// a name that begins with `"`: each can be listed, read, diffed,
+// checkpointed and restored, discarded and committed by the name the client
+// got, and commit writes exactly its bytes into the project.
 func TestCommitNamesNotUTF8(t *testing.T) {
 	e := newFilesEnv(t, map[string]string{"keep.txt": "keep\n"})
 	w := e.open(t, "not-utf8")
-	sh(t, w, `printf secret > "$(printf 'bad\377name')"; printf fine > good.txt`)
+	sh(t, w, `printf secret > "$(printf 'bad\377name')"; printf q > '"q".txt'; printf fine > good.txt; printf drop > "$(printf 'drop\376')"`)
+	const bad, quoted, drop = `"bad\377name"`, `"\"q\".txt"`, `"drop\376"`
+	wantChanges(t, w, "added "+bad+" 6", "added "+quoted+" 1", "added good.txt 4", "added "+drop+" 4")
+
+	r, err := w.FsRead(protocol.FsReadParams{Path: bad})
+	if err != nil || r.Content != "secret" {
+		t.Fatalf("fs/read %s = %+v, %v", bad, r, err)
+	}
+	l, err := w.FsList(protocol.FsListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, en := range l.Entries {
+		listed[en.Path] = true
+	}
+	if !listed[bad] || !listed[quoted] {
+		t.Fatalf("fs/list = %+v, want %s and %s", l.Entries, bad, quoted)
+	}
+	files, err := w.Diff(context.Background(), []string{bad})
+	if err != nil || len(files) != 1 || files[0].Path != bad || !strings.Contains(files[0].Diff, `+++ "b/bad\377name"`) {
+		t.Fatalf("diff of %s = %+v, %v", bad, files, err)
+	}
+
+	// A checkpoint keeps the name's bytes: restored after a rewrite, the
+	// same file holds its old content.
+	cp, err := w.Checkpoint(context.Background(), "names", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh(t, w, `printf changed > "$(printf 'bad\377name')"`)
+	if err := w.Restore(context.Background(), cp.CheckpointID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, w, `cat "$(printf 'bad\377name')"; ls | wc -l`); got != "secret5\n" {
+		t.Fatalf("after restore: %q, want the old content and five names", got)
+	}
+
+	discarded, err := w.Discard(context.Background(), []string{drop})
+	if err != nil || len(discarded) != 1 || discarded[0] != drop {
+		t.Fatalf("discard %s = %q, %v", drop, discarded, err)
+	}
 	res, err := w.Commit(context.Background(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Applied) != 1 || res.Applied[0] != "good.txt" || len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0].Reason, "not valid UTF-8") {
+	sort.Strings(res.Applied)
+	if len(res.Conflicts) != 0 || strings.Join(res.Applied, " ") != quoted+" "+bad+" good.txt" {
 		t.Fatalf("commit = %+v", res)
 	}
-	if _, err := os.Lstat(filepath.Join(e.project, "bad\xffname")); !os.IsNotExist(err) {
-		t.Fatalf("the name that is not UTF-8 was committed: %v", err)
+	for name, want := range map[string]string{"bad\xffname": "secret", `"q".txt`: "q"} {
+		if b, err := os.ReadFile(filepath.Join(e.project, name)); err != nil || string(b) != want {
+			t.Fatalf("project %q = %q, %v; want %q", name, b, err, want)
+		}
 	}
-	if _, err := w.Discard(context.Background(), nil); err != nil {
-		t.Fatal(err)
+	if _, err := os.Lstat(filepath.Join(e.project, "drop\xfe")); !os.IsNotExist(err) {
+		t.Fatalf("the discarded name reached the project: %v", err)
 	}
 	if cs := mustChanges(t, w); len(cs) != 0 {
-		t.Fatalf("changes after discarding everything: %s", changeList(cs))
+		t.Fatalf("changes after the commit: %s", changeList(cs))
 	}
 }

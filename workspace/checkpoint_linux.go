@@ -56,6 +56,21 @@ type checkpointManifest struct {
 	Entries []checkpointEntry `json:"entries"`
 }
 
+// names maps every name in the manifest (paths, link targets, those of
+// the baselines) through f: wireName before it is written as JSON,
+// fromWire after it is read, so names that are not UTF-8 survive.
+func (m *checkpointManifest) names(f func(string) string) {
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		e.Path, e.Link = f(e.Path), f(e.Link)
+		if e.Baseline != nil {
+			bl := *e.Baseline
+			bl.Link = f(bl.Link)
+			e.Baseline = &bl
+		}
+	}
+}
+
 func (w *Workspace) checkpointsDir() string { return filepath.Join(w.dir, "checkpoints") }
 
 func (w *Workspace) maxCheckpoints() int {
@@ -135,6 +150,7 @@ func (w *Workspace) Restore(ctx context.Context, id string, progress func(done, 
 	if err := json.Unmarshal(b, &man); err != nil {
 		return fmt.Errorf("read checkpoint %s of workspace %s: %w", id, w.id, err)
 	}
+	man.names(fromWire)
 	all, err := w.scan(ctx)
 	if err != nil {
 		return err
@@ -151,7 +167,7 @@ func (w *Workspace) Restore(ctx context.Context, id string, progress func(done, 
 	target := make(map[string]*checkpointEntry, len(man.Entries))
 	for i := range man.Entries {
 		e := &man.Entries[i]
-		if _, err := relPath(e.Path); err != nil || e.Path == "." {
+		if _, err := checkRel(e.Path); err != nil || e.Path == "." {
 			return fmt.Errorf("checkpoint %s of workspace %s: bad path %q in its manifest", id, w.id, e.Path)
 		}
 		target[e.Path] = e
@@ -300,6 +316,7 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, name string
 	if man.Entries == nil {
 		man.Entries = []checkpointEntry{}
 	}
+	man.names(wireName)
 	for _, f := range []struct {
 		name string
 		v    any

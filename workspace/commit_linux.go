@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -87,7 +86,7 @@ func (w *Workspace) Commit(ctx context.Context, paths []string, progress func(do
 	defer unix.Close(view)
 	journal := commitJournal{Paths: make([]string, len(sel))}
 	for i, c := range sel {
-		journal.Paths[i] = c.path
+		journal.Paths[i] = wireName(c.path)
 	}
 	if err := w.writeJournal(journal); err != nil {
 		return nil, err
@@ -97,14 +96,6 @@ func (w *Workspace) Commit(ctx context.Context, paths []string, progress func(do
 	defer cm.closeDirs()
 	var deletes, writes []change
 	for _, c := range sel {
-		if !utf8.ValidString(c.path) {
-			// A JSON string cannot carry such a name as it is: the client
-			// saw it with U+FFFD in place of its bytes and cannot name it
-			// back, so it was never reviewed. Discarding every change
-			// removes it.
-			cm.conflict(strings.ToValidUTF8(c.path, "\uFFFD"), "its name is not valid UTF-8, so it cannot be shown or named as it is; cellbox does not commit it (rename it in the workspace, or discard every change)")
-			continue
-		}
 		if c.kind == protocol.ChangeKindDeleted {
 			deletes = append(deletes, c)
 		} else {
@@ -180,6 +171,7 @@ func (w *Workspace) recoverCommit(proj int) {
 	if json.Unmarshal(b, &j) == nil {
 		n := 0
 		for _, p := range j.Paths {
+			p = fromWire(p)
 			dir, name, err := openParent(proj, p)
 			if err != nil {
 				continue
@@ -228,7 +220,7 @@ func linkLeaves(rel, target string) string {
 }
 
 func (cm *committer) conflict(p, reason string) {
-	cm.res.Conflicts = append(cm.res.Conflicts, protocol.Conflict{Path: p, Reason: reason})
+	cm.res.Conflicts = append(cm.res.Conflicts, protocol.Conflict{Path: wireName(p), Reason: reason})
 }
 
 // pathReason says why a project path cannot be reached, or "".
@@ -549,7 +541,7 @@ func (cm *committer) finish(p *pendingWrite) {
 }
 
 func (cm *committer) applied(p string, b baseline) {
-	cm.res.Applied = append(cm.res.Applied, p)
+	cm.res.Applied = append(cm.res.Applied, wireName(p))
 	cm.st.base[p] = b
 }
 

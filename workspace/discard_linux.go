@@ -78,7 +78,7 @@ func (w *Workspace) Discard(ctx context.Context, paths []string) ([]string, erro
 		err = serr
 	}
 	sort.Strings(done)
-	return done, err
+	return wireNames(done), err
 }
 
 // selectTrees is what discard removes whole for paths (none: all): the new

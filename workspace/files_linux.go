@@ -60,9 +60,13 @@ func (w *Workspace) ReadFile(name string) ([]byte, error) {
 	return b, nil
 }
 
-// relPath checks a workspace-relative path: not absolute, no ".." that
+// relPath is the name a client's workspace-relative path means (fromWire:
+// a quoted name unquoted), checked by checkRel.
+func relPath(p string) (string, error) { return checkRel(fromWire(p)) }
+
+// checkRel checks a workspace-relative name: not absolute, no ".." that
 // climbs above /workspace. "" and "." are /workspace itself.
-func relPath(name string) (string, error) {
+func checkRel(name string) (string, error) {
 	if strings.HasPrefix(name, "/") {
 		return "", fmt.Errorf("%w: %q is absolute; paths are relative to /workspace", ErrPathOutside, name)
 	}

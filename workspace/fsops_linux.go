@@ -210,7 +210,7 @@ func (w *Workspace) fsErr(op, rel string, err error) error {
 // entry describes rel from its lstat.
 func entry(rel string, st *unix.Stat_t) protocol.FileEntry {
 	e := protocol.FileEntry{
-		Path:  rel,
+		Path:  wireName(rel),
 		Type:  protocol.FileTypeFile,
 		Size:  st.Size,
 		Mtime: time.Unix(st.Mtim.Unix()).UTC(),

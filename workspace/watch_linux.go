@@ -260,7 +260,7 @@ func (wt *Watch) add(p string, t protocol.FileChangeType) {
 		wt.overflow = true
 	} else {
 		wt.index[p] = len(wt.changes)
-		wt.changes = append(wt.changes, protocol.FileChange{Path: p, Type: t})
+		wt.changes = append(wt.changes, protocol.FileChange{Path: wireName(p), Type: t})
 	}
 	wt.mu.Unlock()
 	wt.signal()
