@@ -1578,7 +1578,13 @@ print("done", flush=True)`, false},
 			e := newAttackEnv(t)
 			w := e.open(t, "memory")
 			r := runIn(t, w, protocol.Limits{MemoryBytes: limit, TimeoutMs: 60000}, "python3", "-c", tt.script)
-			t.Logf("%s after %v: %s", outcome(r), r.Duration.Round(time.Millisecond), r.Stdout)
+			w.mu.Lock()
+			path := "the daemon's per-process measurement (no delegated cgroups)"
+			if w.cg != nil {
+				path = "the sandbox's cgroup " + w.cg.Dir()
+			}
+			w.mu.Unlock()
+			t.Logf("%s after %v, counted by %s: %s", outcome(r), r.Duration.Round(time.Millisecond), path, r.Stdout)
 			if !tt.killed {
 				if r.Status.Code != 0 || !strings.Contains(string(r.Stdout), "done") {
 					t.Fatalf("a program under its limit: %s", outcome(r))

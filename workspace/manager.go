@@ -60,6 +60,8 @@ type Manager struct {
 
 	mu   sync.Mutex // guards open
 	open map[string]*Workspace
+
+	cgroupOnce sync.Once // logs once why sandboxes have no cgroups
 }
 
 // meta is a workspace's metadata on disk (meta.json), so that the same

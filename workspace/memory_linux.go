@@ -6,18 +6,24 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
 // Memory of a sandbox as a whole.
 //
 // memoryBytes is RLIMIT_AS, which holds per process: six processes under
 // it hold six times as much, and memory written into memfd files or
-// /dev/shm is in no process's address space at all. Where cgroups are not
-// delegated, the daemon adds up what the sandbox's programs really hold
-// every quota tick (memoryUsage) and kills them all when that passes the sum
-// of the memoryBytes of the programs it started.
+// /dev/shm is in no process's address space at all. So every quota tick
+// the daemon adds up what the sandbox's programs really hold and kills them
+// all when that passes the sum of the memoryBytes of the programs it
+// started. Where cgroups v2 are delegated, the sandbox has a cgroup of its
+// own: the kernel counts (anon and shmem of memory.stat) and enforces the
+// budget between ticks (memory.max); elsewhere the daemon measures each
+// process (memoryUsage).
 
 // memoryUsage is the memory the programs below the sandbox's init hold
 // (not the init and spawner, the sandbox's own helpers): each process's
@@ -135,4 +141,93 @@ func children(pid int) []int {
 		}
 	}
 	return out
+}
+
+// cgroupSlack is what memory.max allows above the programs' memoryBytes:
+// the sandbox's own helpers (its init and spawner) are in its cgroup too,
+// and the tick, not the kernel's OOM killer, should be what stops a
+// program that grows slowly (it says why).
+const cgroupSlack = 64 << 20
+
+// memoryState is what the memory check keeps from one tick to the next.
+type memoryState struct {
+	max int64 // memory.max last written (-1: not yet)
+	oom int64 // memory.events oom_kill last seen
+}
+
+// cgroupMemory sets the sandbox cgroup's memory.max to the budget (plus
+// cgroupSlack; none: max) when it changed, and answers the memory the
+// sandbox holds that cannot be reclaimed: anonymous memory and shared
+// memory (memfd, /dev/shm, tmpfs), from memory.stat, as memoryUsage counts
+// it; -1 when it cannot be read. oom says the kernel killed a process of
+// the sandbox for memory.max since the last tick.
+func cgroupMemory(cg *sandbox.Cgroup, limit int64, st *memoryState) (used int64, oom bool) {
+	want := int64(0)
+	if limit > 0 {
+		want = limit + cgroupSlack
+	}
+	if st.max != want {
+		if cg.SetMemoryMax(want) == nil {
+			st.max = want
+		}
+	}
+	if n := cg.OOMKills(); n > st.oom {
+		st.oom, oom = n, true
+	}
+	return cgroupAnonShmem(cg.Dir()), oom
+}
+
+// cgroupAnonShmem is anon + shmem of a cgroup's memory.stat, or -1.
+func cgroupAnonShmem(dir string) int64 {
+	b, err := os.ReadFile(dir + "/memory.stat")
+	if err != nil {
+		return -1
+	}
+	var total int64
+	found := 0
+	for line := range bytes.Lines(b) {
+		k, v, ok := strings.Cut(strings.TrimSpace(string(line)), " ")
+		if !ok || k != "anon" && k != "shmem" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return -1
+		}
+		total += n
+		found++
+	}
+	if found != 2 {
+		return -1
+	}
+	return total
+}
+
+// daemonCgroups is the daemon's delegated cgroup v2, prepared once for the
+// process (sandbox.OpenCgroups moves the daemon into a leaf of it); nil
+// with the reason where cgroups cannot be used.
+var daemonCgroups = sync.OnceValues(sandbox.OpenCgroups)
+
+// sandboxCgroup puts a sandbox just started (its init and spawner; the
+// programs are born in it) into a cgroup of its own, where cgroups are
+// delegated; else nil, and memoryUsage measures instead.
+func (w *Workspace) sandboxCgroup(sb *sandbox.Sandbox) *sandbox.Cgroup {
+	cs, err := daemonCgroups()
+	if err != nil {
+		w.m.cgroupOnce.Do(func() {
+			w.m.log.Debug("sandboxes without cgroups: memory is measured per tick", "reason", err)
+		})
+		return nil
+	}
+	cg, err := cs.New(w.id + "-" + strconv.Itoa(sb.InitPID()))
+	if err == nil {
+		if err = cg.Add(descendants(sb.InitPID())...); err != nil {
+			_ = cg.Remove()
+		}
+	}
+	if err != nil {
+		w.m.log.Warn("sandbox without a cgroup: memory is measured per tick", "workspace", w.id, "err", err)
+		return nil
+	}
+	return cg
 }

@@ -35,7 +35,7 @@ const (
 // quota. The same tick checks the memory the sandbox's programs hold
 // together (checkMemory), and records the baselines of the paths the
 // workspace touched since the last tick (noteTouched).
-func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
+func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 	dir := w.UpperDir()
 	if dir == "" {
 		dir = w.root // scratch
@@ -45,16 +45,22 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox) {
 	defer t.Stop()
 	failed := 0
 	var touched int64 // see noteTouched
+	mem := memoryState{max: -1}
 	for {
 		select {
 		case <-sb.Done():
 			if !direct {
 				w.noteTouched(touched)
 			}
+			if cg != nil {
+				if err := cg.Remove(); err != nil {
+					w.m.log.Warn("sandbox cgroup left behind", "workspace", w.id, "err", err)
+				}
+			}
 			return
 		case <-t.C:
 		}
-		w.checkMemory(sb)
+		w.checkMemory(sb, cg, &mem)
 		if direct {
 			continue
 		}
@@ -128,8 +134,9 @@ func (w *Workspace) quotaInForce() int64 {
 
 // checkMemory kills the sandbox's programs when together they hold more
 // memory than the memoryBytes of the programs it started add up to (none
-// of them unlimited).
-func (w *Workspace) checkMemory(sb *sandbox.Sandbox) {
+// of them unlimited). With a cgroup of its own the kernel counts (see
+// cgroupMemory), and enforces the same budget between ticks.
+func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *memoryState) {
 	w.mu.Lock()
 	var limit int64
 	for p := range w.procs {
@@ -140,10 +147,20 @@ func (w *Workspace) checkMemory(sb *sandbox.Sandbox) {
 		limit += p.memory
 	}
 	w.mu.Unlock()
+	var used int64
+	if cg != nil {
+		var oom bool
+		used, oom = cgroupMemory(cg, limit, st)
+		if oom {
+			used = max(used, limit+1) // the kernel killed for the budget
+		}
+	}
 	if limit <= 0 {
 		return
 	}
-	used := memoryUsage(sb.InitPID())
+	if cg == nil || used < 0 {
+		used = memoryUsage(sb.InitPID())
+	}
 	if used <= limit {
 		return
 	}

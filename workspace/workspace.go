@@ -28,6 +28,7 @@ type Workspace struct {
 
 	mu      sync.Mutex // guards the fields below
 	sb      *sandbox.Sandbox
+	cg      *sandbox.Cgroup // sb's cgroup where cgroups are delegated, else nil
 	network sandbox.Network
 	procs   map[*Proc]struct{}
 	quota   int64 // bytes the writable layer may hold (the smallest diskBytes of the programs running)
@@ -170,8 +171,10 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 		return nil, fmt.Errorf("start the sandbox of workspace %s: %w", w.id, err)
 	}
 	w.sb, w.network = sb, network
-	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers())
-	go w.watchQuota(sb)
+	cg := w.sandboxCgroup(sb)
+	w.cg = cg
+	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers(), "cgroup", cg != nil)
+	go w.watchQuota(sb, cg)
 	return sb, nil
 }
 

@@ -185,7 +185,7 @@ func extraEffect(layer string) string {
 	case sandbox.LayerLandlock:
 		return "sandboxes run without Landlock's file access rules"
 	case sandbox.LayerCgroups:
-		return "memory and process limits are rlimits per process and per sandbox user; the daemon adds up a sandbox's memory (memfd and /dev/shm included) every 250 ms and kills its programs past their memoryBytes, so a burst can pass the limit for that long"
+		return "memory and process limits are rlimits per process and per sandbox user; the daemon adds up a sandbox's memory (memfd and /dev/shm included) every 250 ms and kills its programs past their memoryBytes, so a burst can pass the limit for that long (with delegated cgroups the kernel counts and enforces it between ticks)"
 	}
 	return "not used"
 }

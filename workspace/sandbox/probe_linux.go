@@ -677,7 +677,7 @@ var cgroupNeeded = []string{"memory", "pids"}
 func probeCgroups(h hostInfo) Layer {
 	l := Layer{Name: LayerCgroups}
 	fixDelegate := "run cellbox in a delegated cgroup: systemd-run --user --scope -p Delegate=yes cellbox serve ..., " +
-		"or a systemd unit with Delegate=yes; in a container, cgroup v2 with --cgroupns=private (cgroups are an extra: without them memory and process limits are rlimits per process rather than one budget per sandbox)"
+		"or a systemd unit with Delegate=yes; in a container, cgroup v2 with --cgroupns=private (cgroups are an extra: without them the daemon adds up each sandbox's memory, memfd and /dev/shm included, every 250 ms and kills past the budget; with them the kernel counts it and enforces the budget between ticks too)"
 	var mount, mountRoot string
 	var sysType string
 	if t, err := FilesystemType("/sys/fs/cgroup"); err == nil {

@@ -1,0 +1,208 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroups v2, where the daemon's user has them delegated (systemd-run
+// --user --scope -p Delegate=yes, a unit with Delegate=yes, a container
+// with its own cgroup namespace): each sandbox gets a cgroup of its own
+// below the daemon's, so that its memory is one budget the kernel counts
+// and enforces (memfd, /dev/shm and page cache included) and all of it can
+// be killed at once. Where they are not (cgroup v1 or hybrid hosts, no
+// delegation), the workspace measures the sandbox's memory itself
+// (workspace/memory_linux.go); doctor says which holds.
+
+// Cgroups is the daemon's delegated cgroup v2, prepared for sandboxes.
+type Cgroups struct {
+	dir string // the delegated cgroup; the daemon itself moved to dir/daemon
+}
+
+// Cgroup is one sandbox's cgroup.
+type Cgroup struct {
+	dir string
+}
+
+// OpenCgroups prepares the daemon's own cgroup v2 for sandbox cgroups: it
+// must be on a unified hierarchy, writable, with the memory and pids
+// controllers. cgroup v2 enables controllers for the children of a cgroup
+// that holds no process of its own, so the daemon first moves itself into
+// a leaf child, "daemon" (not in the root cgroup, which is exempt). It
+// fails with the reason when cgroups cannot be used.
+func OpenCgroups() (*Cgroups, error) {
+	dir, err := ownCgroupDir()
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	have := strings.Fields(string(ctrl))
+	for _, c := range cgroupNeeded {
+		if !slices.Contains(have, c) {
+			return nil, fmt.Errorf("cgroups: controller %s is not delegated to %s (cgroup.controllers: %q)", c, dir, strings.TrimSpace(string(ctrl)))
+		}
+	}
+	if dir != cgroupMount {
+		leaf := filepath.Join(dir, "daemon")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("cgroups: create the daemon's leaf: %w", err)
+		}
+		if err := writeCgroupFile(leaf, "cgroup.procs", "0"); err != nil {
+			return nil, fmt.Errorf("cgroups: move the daemon into %s: %w", leaf, err)
+		}
+	}
+	enable := "+" + strings.Join(cgroupNeeded, " +")
+	if err := writeCgroupFile(dir, "cgroup.subtree_control", enable); err != nil {
+		return nil, fmt.Errorf("cgroups: enable %s for the children of %s: %w", enable, dir, err)
+	}
+	return &Cgroups{dir: dir}, nil
+}
+
+// cgroupMount is where a unified cgroup v2 hierarchy is mounted.
+const cgroupMount = "/sys/fs/cgroup"
+
+// ownCgroupDir is the daemon's cgroup v2 directory, on a unified host.
+func ownCgroupDir() (string, error) {
+	t, err := FilesystemType(cgroupMount)
+	if err != nil {
+		return "", fmt.Errorf("cgroups: %w", err)
+	}
+	if t != "cgroup2" {
+		return "", fmt.Errorf("cgroups: %s is %s, not cgroup2 (a cgroup v1 or hybrid host)", cgroupMount, t)
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("cgroups: %w", err)
+	}
+	own, ok := parseProcCgroup(b)
+	if !ok {
+		return "", errors.New("cgroups: /proc/self/cgroup has no cgroup v2 entry (0::)")
+	}
+	// In a cgroup namespace the path is relative to its root, which is
+	// what /sys/fs/cgroup shows there.
+	dir := filepath.Join(cgroupMount, filepath.Clean("/"+own))
+	if filepath.Base(dir) == "daemon" {
+		// A daemon that already moved itself (OpenCgroups twice).
+		dir = filepath.Dir(dir)
+	}
+	if err := unix.Access(filepath.Join(dir, "cgroup.subtree_control"), unix.W_OK); err != nil {
+		return "", fmt.Errorf("cgroups: %s is not writable by uid %d: %w", dir, os.Geteuid(), err)
+	}
+	return dir, nil
+}
+
+// New creates the cgroup of one sandbox, name unique among the daemon's.
+func (cs *Cgroups) New(name string) (*Cgroup, error) {
+	dir := filepath.Join(cs.dir, "sb-"+name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroups: create %s: %w", dir, err)
+	}
+	return &Cgroup{dir: dir}, nil
+}
+
+// Dir is the cgroup's directory.
+func (c *Cgroup) Dir() string { return c.dir }
+
+// Add moves the processes into the cgroup (each with the threads it has;
+// children forked later are born in it).
+func (c *Cgroup) Add(pids ...int) error {
+	for _, p := range pids {
+		if err := writeCgroupFile(c.dir, "cgroup.procs", strconv.Itoa(p)); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("cgroups: move %d into %s: %w", p, c.dir, err)
+		}
+	}
+	return nil
+}
+
+// SetMemoryMax sets memory.max (bytes <= 0: no limit) and keeps the
+// sandbox out of swap under a limit, so that the limit is the memory it
+// holds.
+func (c *Cgroup) SetMemoryMax(bytes int64) error {
+	v := "max"
+	if bytes > 0 {
+		v = strconv.FormatInt(bytes, 10)
+	}
+	if err := writeCgroupFile(c.dir, "memory.max", v); err != nil {
+		return fmt.Errorf("cgroups: memory.max of %s: %w", c.dir, err)
+	}
+	swap := "max"
+	if bytes > 0 {
+		swap = "0"
+	}
+	// memory.swap.max is absent without swap accounting: not an error.
+	if err := writeCgroupFile(c.dir, "memory.swap.max", swap); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cgroups: memory.swap.max of %s: %w", c.dir, err)
+	}
+	return nil
+}
+
+// MemoryCurrent is memory.current: every page charged to the sandbox
+// (anonymous, shared memory, memfd, page cache, kernel memory).
+func (c *Cgroup) MemoryCurrent() (int64, error) {
+	return readCgroupInt(c.dir, "memory.current")
+}
+
+// OOMKills is the oom_kill count of memory.events: processes the kernel
+// killed for the cgroup's memory.max.
+func (c *Cgroup) OOMKills() int64 {
+	b, err := os.ReadFile(filepath.Join(c.dir, "memory.events"))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Remove kills whatever is left in the cgroup (cgroup.kill, Linux 5.14)
+// and removes it once it is empty, trying for up to 5 s.
+func (c *Cgroup) Remove() error {
+	_ = writeCgroupFile(c.dir, "cgroup.kill", "1")
+	var err error
+	for delay := time.Millisecond; delay < 5*time.Second; delay *= 2 {
+		if err = unix.Rmdir(c.dir); err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		time.Sleep(delay) // the killed processes are still being reaped
+	}
+	return fmt.Errorf("cgroups: remove %s: %w", c.dir, err)
+}
+
+func writeCgroupFile(dir, name, value string) error {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func readCgroupInt(dir, name string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return 0, fmt.Errorf("cgroups: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cgroups: %s/%s: %w", dir, name, err)
+	}
+	return n, nil
+}
