@@ -274,7 +274,7 @@ func TestMethodTableComplete(t *testing.T) {
 		}
 	}
 	// protocol.Server has 4 lifecycle methods, 2 of them notifications;
-	// the methods not served yet answer -32601 (stubs_next.go).
+	// the methods not served yet answer -32601 (notserved.go).
 	if want := reflect.TypeOf((*protocol.Server)(nil)).Elem().NumMethod() - 2; len(methodTable)-len(notYetServed) != want {
 		t.Errorf("methodTable has %d methods (%d not served yet), protocol.Server %d requests", len(methodTable), len(notYetServed), want)
 	}

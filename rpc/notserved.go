@@ -7,7 +7,8 @@ import (
 )
 
 // The methods PROTOCOL.md §9 to §11 define that this build does not serve
-// yet: each answers -32601 naming itself (see notAvailable).
+// yet: each answers -32601 naming itself, so a client can tell "not here
+// yet" from a typo.
 var notYetServed = []string{
 	protocol.MethodWorkspaceSetNetwork,
 	protocol.MethodWorkspaceInstall,
@@ -25,4 +26,8 @@ func init() {
 			return nil, notAvailable(m)
 		}
 	}
+}
+
+func notAvailable(method string) error {
+	return protocol.Errorf(protocol.CodeMethodNotFound, "%s is part of the cellbox protocol but is not available in this build", method)
 }

@@ -21,6 +21,6 @@ func TestNotYetServedMethods(t *testing.T) {
 	}
 	var st protocol.DaemonStats
 	if err := tc.call(t, protocol.MethodDaemonStats, struct{}{}, &st); err != nil {
-		t.Fatalf("daemon/stats after the stubs: %v", err)
+		t.Fatalf("daemon/stats after the methods not served: %v", err)
 	}
 }
