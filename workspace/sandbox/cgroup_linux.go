@@ -206,3 +206,129 @@ func readCgroupInt(dir, name string) (int64, error) {
 	}
 	return n, nil
 }
+
+// cgroupNeeded are the controllers a sandbox's limits use.
+var cgroupNeeded = []string{"memory", "pids"}
+
+func probeCgroups(h hostInfo) Layer {
+	l := Layer{Name: LayerCgroups}
+	fixDelegate := "run cellbox in a delegated cgroup: systemd-run --user --scope -p Delegate=yes cellbox serve ..., " +
+		"or a systemd unit with Delegate=yes; in a container, cgroup v2 with --cgroupns=private (cgroups are an extra: without them the daemon adds up each sandbox's memory, memfd and /dev/shm included, every 250 ms and kills past the budget; with them the kernel counts it and enforces the budget between ticks too)"
+	var mount, mountRoot string
+	var sysType string
+	if t, err := FilesystemType("/sys/fs/cgroup"); err == nil {
+		sysType = t
+	} else {
+		sysType = "missing"
+	}
+	var prefix string
+	if sysType == "cgroup2" {
+		mount, mountRoot = "/sys/fs/cgroup", "/"
+		for _, m := range h.mounts {
+			if m.point == mount {
+				mountRoot = m.root
+			}
+		}
+	} else {
+		for _, m := range h.mounts {
+			if m.fstype == "cgroup2" {
+				mount, mountRoot = m.point, m.root
+				break
+			}
+		}
+		if mount == "" {
+			l.Reason = fmt.Sprintf("/sys/fs/cgroup is %s, not cgroup2, and no cgroup2 hierarchy is mounted (cgroup v1 host)", sysType)
+			l.Fix = "switch the host to the unified cgroup v2 hierarchy (kernel parameter systemd.unified_cgroup_hierarchy=1)"
+			return l
+		}
+		prefix = fmt.Sprintf("/sys/fs/cgroup is %s, not cgroup2 (hybrid cgroup v1/v2 host; cgroup2 is at %s); ", sysType, mount)
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		l.Reason = prefix + "read /proc/self/cgroup: " + err.Error()
+		return l
+	}
+	own, ok := parseProcCgroup(b)
+	if !ok {
+		l.Reason = prefix + "/proc/self/cgroup has no cgroup v2 entry (0::)"
+		return l
+	}
+	rel := own
+	if mountRoot != "/" && mountRoot != "" {
+		rel = strings.TrimPrefix(own, mountRoot)
+	}
+	dir := filepath.Join(mount, rel)
+	var problems []string
+	for _, p := range []string{dir, filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "cgroup.subtree_control")} {
+		if err := unix.Access(p, unix.W_OK); err != nil {
+			problems = append(problems, fmt.Sprintf("%s is not writable by uid %d (%v)", p, h.uid, err))
+			break
+		}
+	}
+	ctrl, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		problems = append(problems, "read cgroup.controllers: "+err.Error())
+	} else {
+		have := strings.Fields(string(ctrl))
+		var missing []string
+		for _, c := range cgroupNeeded {
+			if !slices.Contains(have, c) {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) > 0 {
+			why := ""
+			if len(have) == 0 {
+				why = " (cgroup.controllers is empty"
+				if prefix != "" {
+					why += "; the controllers are bound to cgroup v1 hierarchies"
+				}
+				why += ")"
+			} else {
+				why = fmt.Sprintf(" (cgroup.controllers: %s)", strings.Join(have, " "))
+			}
+			problems = append(problems, fmt.Sprintf("controllers %s are not delegated to cgroup %s%s", strings.Join(missing, ","), dir, why))
+		}
+	}
+	if len(problems) > 0 || prefix != "" {
+		if len(problems) == 0 {
+			problems = append(problems, "cgroups on a hybrid host are not used")
+		}
+		l.Reason = prefix + strings.Join(problems, "; ")
+		if prefix != "" {
+			l.Fix = "switch the host to the unified cgroup v2 hierarchy (kernel parameter systemd.unified_cgroup_hierarchy=1), then " + fixDelegate
+		} else {
+			l.Fix = fixDelegate
+		}
+		return l
+	}
+	l.Available = true
+	l.Detail = fmt.Sprintf("cgroup %s writable with %s", dir, strings.Join(cgroupNeeded, ","))
+	if own != "/" && !delegated(dir) {
+		// Root can write any cgroup; systemd marks those it handed over.
+		l.Detail += " (not marked delegated by systemd: no trusted.delegate or user.delegate xattr; " +
+			"use Delegate=yes so that systemd leaves the subtree alone)"
+	}
+	return l
+}
+
+// delegated says whether systemd (251+) marked the cgroup dir as delegated.
+func delegated(dir string) bool {
+	buf := make([]byte, 8)
+	for _, name := range []string{"trusted.delegate", "user.delegate"} {
+		if n, err := unix.Getxattr(dir, name, buf); err == nil && n > 0 && buf[0] == '1' {
+			return true
+		}
+	}
+	return false
+}
+
+// parseProcCgroup returns the cgroup v2 path ("0::PATH") of /proc/PID/cgroup.
+func parseProcCgroup(b []byte) (string, bool) {
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "0::"); ok {
+			return p, true
+		}
+	}
+	return "", false
+}

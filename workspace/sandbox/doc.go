@@ -16,8 +16,8 @@
 // # Re-executing as a helper
 //
 // A Go process is multithreaded, so it cannot unshare(CLONE_NEWUSER)
-// itself. Anything that must run inside new namespaces (the probes now, the
-// sandbox's init later) runs in a child created with clone flags that
+// itself. Anything that must run inside new namespaces (the probes, the
+// sandbox's init and spawner) runs in a child created with clone flags that
 // re-executes the current binary (/proc/self/exe) with the environment
 // variable [ReexecEnv] naming an entry. The binary's main, and the TestMain
 // of every test binary that probes or starts sandboxes, must call [Main]
@@ -31,8 +31,8 @@
 //	}
 //
 // Entries are registered by this package only (the registry is in
-// reexec.go, the probe entries in reexec_linux.go; the sandbox's "init"
-// will be one more); each runs in the child and returns its exit code.
+// reexec.go, the probe entries in reexec_linux.go, the sandbox's init in
+// init_linux.go); each runs in the child and returns its exit code.
 // A probe entry writes one error line to stderr and exits 1 when its
 // check fails; "probe-all" runs every namespace check in one helper and
 // writes one "LAYER<TAB>ok|error" line per check to stdout.
