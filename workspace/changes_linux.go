@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -312,53 +311,6 @@ func walkTouched(upper string, since int64, fn func(p string, btime int64)) erro
 		fn(p, btime)
 	}
 	return nil
-}
-
-// dirent is a directory entry and its type (DT_*; a DT_UNKNOWN is
-// stat'ed).
-type dirent struct {
-	name string
-	typ  uint8
-}
-
-// readDirents lists the directory open at fd with the entries' types.
-func readDirents(fd int) ([]dirent, error) {
-	var out []dirent
-	buf := make([]byte, 32<<10)
-	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return nil, err
-	}
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return out, nil
-		}
-		b := buf[:n]
-		for len(b) >= 19 {
-			reclen := int(b[16]) | int(b[17])<<8
-			if reclen < 19 || reclen > len(b) {
-				break
-			}
-			typ := b[18]
-			name := b[19:reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			if s := string(name); s != "." && s != ".." {
-				if typ == unix.DT_UNKNOWN {
-					var st unix.Stat_t
-					if unix.Fstatat(fd, s, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-						typ = unix.DT_DIR
-					}
-				}
-				out = append(out, dirent{name: s, typ: typ})
-			}
-			b = b[reclen:]
-		}
-	}
 }
 
 // baseline is a project file as the workspace saw it.
@@ -1064,32 +1016,6 @@ func sameReaders(a, b io.Reader) (bool, error) {
 	}
 }
 
-// openFileAt opens a regular file for reading without following a symlink
-// and without blocking on a FIFO.
-// openFileAt opens the regular file name in dir for reading. The type is
-// checked on the descriptor: code in the sandbox can swap a file for a FIFO
-// (renameat2 RENAME_EXCHANGE) between a stat and the open, and a read of a
-// FIFO whose writer it holds open would never end.
-func openFileAt(dir int, name string) (*os.File, error) {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "fstat", Path: name, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "open", Path: name, Err: errNotRegular}
-	}
-	return os.NewFile(uintptr(fd), name), nil
-}
-
-// errNotRegular: a path that was a regular file is something else now.
-var errNotRegular = errors.New("not a regular file any more (replaced while cellbox read it)")
-
 func hashAt(dir int, name string) (string, error) {
 	f, err := openFileAt(dir, name)
 	if err != nil {
@@ -1101,23 +1027,6 @@ func hashAt(dir int, name string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func readlinkAt(dir int, name string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Readlinkat(dir, name, buf)
-		if err != nil {
-			return "", &os.PathError{Op: "readlink", Path: name, Err: err}
-		}
-		if n < len(buf) {
-			return string(buf[:n]), nil
-		}
-		if len(buf) >= 1<<16 {
-			return "", &os.PathError{Op: "readlink", Path: name, Err: unix.ENAMETOOLONG}
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 }
 
 // binaryPrefix is how much of a file decides whether it is binary.
@@ -1137,33 +1046,6 @@ func fileIsBinary(dir int, name string) bool {
 		return true
 	}
 	return isBinary(head[:n], n == binaryPrefix)
-}
-
-// readNames lists a directory given by a descriptor (which stays open).
-func readNames(fd int) ([]string, error) {
-	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(dup), ".")
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
-func hasXattr(dir int, name, attr string) bool {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	_, err = unix.Fgetxattr(fd, attr, nil)
-	return err == nil
-}
-
-func xattrIs(fd int, attr, want string) bool {
-	buf := make([]byte, 16)
-	n, err := unix.Fgetxattr(fd, attr, buf)
-	return err == nil && string(buf[:n]) == want
 }
 
 func orDot(rel string) string {
@@ -1314,81 +1196,6 @@ func readSide(root int, rel string) (diffSide, error) {
 		s.size = int64(len(s.text))
 	}
 	return s, nil
-}
-
-// openParent opens the directory holding rel below root (O_RDONLY), with
-// no symlink followed on the way and no way above root: the project side
-// of commit and the view side of every write use it. rel may be longer
-// than PATH_MAX (see openDirBeneath).
-func openParent(root int, rel string) (int, string, error) {
-	dir, name := path.Split(rel)
-	dir = strings.TrimSuffix(dir, "/")
-	if dir == "" {
-		dir = "."
-	}
-	fd, err := openDirBeneath(root, dir, unix.O_RDONLY)
-	if err != nil {
-		return -1, "", &os.PathError{Op: "openat2", Path: shortForm(dir), Err: err}
-	}
-	return fd, name, nil
-}
-
-// beneathChunk is how much of a path one openat2 resolves: code in the
-// sandbox can make paths of any length, and the kernel takes at most
-// PATH_MAX (4096) at a time.
-const beneathChunk = 2048
-
-// openDirBeneath opens the directory rel below root with flags (O_RDONLY
-// or O_PATH), following no symlink and never leaving root, a chunk of
-// components at a time when rel is long.
-func openDirBeneath(root int, rel string, flags int) (int, error) {
-	how := func(f int) *unix.OpenHow {
-		return &unix.OpenHow{
-			Flags:   uint64(f | unix.O_DIRECTORY | unix.O_CLOEXEC),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		}
-	}
-	if len(rel) <= beneathChunk {
-		return openat2(root, rel, how(flags))
-	}
-	fd := root
-	for rel != "" {
-		part, last := rel, true
-		if len(rel) > beneathChunk {
-			i := strings.LastIndexByte(rel[:beneathChunk], '/')
-			if i <= 0 {
-				if fd != root {
-					unix.Close(fd)
-				}
-				return -1, unix.ENAMETOOLONG
-			}
-			part, last = rel[:i], false
-			rel = rel[i+1:]
-		} else {
-			rel = ""
-		}
-		f := unix.O_PATH
-		if last {
-			f = flags
-		}
-		next, err := openat2(fd, part, how(f))
-		if fd != root {
-			unix.Close(fd)
-		}
-		if err != nil {
-			return -1, err
-		}
-		fd = next
-	}
-	return fd, nil
-}
-
-// shortForm cuts a very long path for a message.
-func shortForm(p string) string {
-	if len(p) <= 200 {
-		return p
-	}
-	return p[:100] + fmt.Sprintf("...(%d bytes)...", len(p)-200) + p[len(p)-100:]
 }
 
 // openProject opens the project directory, refusing a symlink put in its

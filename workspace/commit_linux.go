@@ -328,7 +328,7 @@ func (cm *committer) pruneDirs(deletes []change) {
 	}
 	sort.Slice(dirs, func(i, j int) bool { return dirs[i] > dirs[j] })
 	for _, d := range dirs {
-		if viewHasDir(cm.view, d) {
+		if hasDirBeneath(cm.view, d) {
 			continue
 		}
 		pd, name, err := openParent(cm.proj, d)
@@ -561,6 +561,3 @@ func (cm *committer) closeDirs() {
 		unix.Close(fd)
 	}
 }
-
-// viewHasDir: the view holds a real directory at rel.
-func viewHasDir(view int, rel string) bool { return projectHasDir(view, rel) }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -32,159 +31,6 @@ const (
 	// listed one directory at a time. Over it: ErrLimit (-32012).
 	MaxListEntries = 100_000
 )
-
-// view is /workspace as the sandbox sees it, opened for one operation.
-//
-// Paths resolve as code in the sandbox would resolve /workspace/PATH:
-// openat2 from the sandbox's / with RESOLVE_IN_ROOT, so a symlink is
-// followed inside the sandbox's root (an absolute link to /workspace/x
-// works, a link to /etc/passwd names the sandbox's /etc/passwd, never the
-// host's) and /proc magic links are refused. The object reached must then
-// be on the /workspace mount, else the path leaves the workspace
-// (ErrPathOutside): `..` climbing out, absolute links to /etc or /tmp.
-// Descriptors are O_PATH until the object is checked, so nothing outside
-// is ever opened for reading or writing, and a FIFO never blocks.
-type view struct {
-	sb  int    // the sandbox's / (O_PATH)
-	mnt uint64 // the mount id of /workspace
-}
-
-// readView runs fn with the view as the daemon (reads need no identity).
-func (w *Workspace) readView(fn func(v *view) error) error {
-	root, err := w.openView()
-	if err != nil {
-		return err
-	}
-	defer unix.Close(root)
-	return w.withView(root, fn)
-}
-
-// writeView runs fn with the view as the sandbox's root (inView): what it
-// creates belongs to the sandbox, and it has no more power than the
-// sandbox's code.
-func (w *Workspace) writeView(fn func(v *view) error) error {
-	return w.inView(func(root int) error { return w.withView(root, fn) })
-}
-
-func (w *Workspace) withView(root int, fn func(v *view) error) error {
-	// /workspace is a mount point on the sandbox's read-only /, so ".."
-	// is that / and "workspace" below it is this mount again.
-	sb, err := unix.Openat(root, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open the root of workspace %s's sandbox: %w", w.id, err)
-	}
-	defer unix.Close(sb)
-	mnt, err := mountID(root)
-	if err != nil {
-		return fmt.Errorf("workspace %s: %w", w.id, err)
-	}
-	return fn(&view{sb: sb, mnt: mnt})
-}
-
-func mountID(fd int) (uint64, error) {
-	var stx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil {
-		return 0, fmt.Errorf("statx: %w", err)
-	}
-	if stx.Mask&unix.STATX_MNT_ID == 0 {
-		return 0, errors.New("statx: the kernel reports no mount id")
-	}
-	return stx.Mnt_id, nil
-}
-
-// open resolves rel (clean, relative; "." is /workspace) and returns an
-// O_PATH descriptor of what it names, checked to be inside the workspace.
-// flags may add O_NOFOLLOW (the last component is not followed) and
-// O_DIRECTORY.
-func (v *view) open(rel string, flags int) (int, error) {
-	p := "workspace"
-	if rel != "." {
-		p += "/" + rel
-	}
-	// O_DIRECTORY is checked after the mount: what lies outside is
-	// outside, whatever its type.
-	how := &unix.OpenHow{
-		Flags:   uint64(unix.O_PATH | unix.O_CLOEXEC | flags&^unix.O_DIRECTORY),
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	var fd int
-	var err error
-	for range 16 { // EAGAIN: a rename raced with the resolution
-		if fd, err = openat2(v.sb, p, how); err != unix.EAGAIN {
-			break
-		}
-	}
-	if err != nil {
-		if (err == unix.ENOENT || err == unix.ENOTDIR) && v.leadsOut(path.Dir(rel)) {
-			return -1, fmt.Errorf("%w: %q leads out of /workspace through a symlink", ErrPathOutside, rel)
-		}
-		return -1, err
-	}
-	if !v.inside(fd) {
-		unix.Close(fd)
-		return -1, fmt.Errorf("%w: %q leads out of /workspace through a symlink", ErrPathOutside, rel)
-	}
-	if flags&unix.O_DIRECTORY != 0 {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			unix.Close(fd)
-			if err == nil {
-				err = unix.ENOTDIR
-			}
-			return -1, err
-		}
-	}
-	return fd, nil
-}
-
-// inside: fd is on the /workspace mount.
-func (v *view) inside(fd int) bool {
-	mnt, err := mountID(fd)
-	return err == nil && mnt == v.mnt
-}
-
-// leadsOut: for a path that does not resolve, whether its longest prefix
-// that does is outside the workspace (a link to /tmp, then a missing
-// name), so that such a path is outside rather than missing.
-func (v *view) leadsOut(dir string) bool {
-	for ; dir != "." && dir != "/"; dir = path.Dir(dir) {
-		fd, err := openat2(v.sb, "workspace/"+dir, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if err != nil {
-			continue
-		}
-		in := v.inside(fd)
-		unix.Close(fd)
-		return !in
-	}
-	return false
-}
-
-// parent opens the directory holding rel (as open does) and returns it
-// with rel's last component, which the caller acts on without following.
-func (v *view) parent(rel string) (int, string, error) {
-	if rel == "." {
-		return -1, "", fmt.Errorf("%w: the path names the workspace itself", ErrInvalid)
-	}
-	fd, err := v.open(path.Dir(rel), unix.O_DIRECTORY)
-	if err != nil {
-		return -1, "", err
-	}
-	return fd, path.Base(rel), nil
-}
-
-// reopen opens an O_PATH descriptor's object for I/O. It goes through
-// /proc/self/fd, so it is the same inode, whatever happened to its path.
-func reopen(fd, flags int) (*os.File, error) {
-	name := "/proc/self/fd/" + strconv.Itoa(fd)
-	nfd, err := unix.Open(name, flags|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(nfd), name), nil
-}
 
 // fsErr adds the operation and path to err and classifies it with this
 // package's sentinels. A missing file stays fs.ErrNotExist (rpc answers
@@ -277,6 +123,51 @@ func (v *view) readFile(rel string, limit int64) ([]byte, *unix.Stat_t, error) {
 		return nil, nil, fmt.Errorf("%w: the file grew over the limit of %d bytes while read", ErrLimit, limit)
 	}
 	return b, &st, nil
+}
+
+// maxReadFileBytes bounds ReadFile.
+const maxReadFileBytes = 64 << 20
+
+// ReadFile reads a file of the workspace, path relative to /workspace,
+// through the live mount of its sandbox (ARCHITECTURE.md constraint 1).
+// Symlinks that code in the sandbox made are resolved inside /workspace
+// (openat2 RESOLVE_IN_ROOT, no magic links), so a link to /etc/shadow or
+// ../../etc/passwd cannot make the daemon read a host file. Only regular
+// files are read (a FIFO would block the daemon).
+func (w *Workspace) ReadFile(name string) ([]byte, error) {
+	rel, err := relPath(name)
+	if err != nil {
+		return nil, err
+	}
+	root, err := w.openView()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(root)
+	fd, err := openat2(root, rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, inRoot)
+	if err != nil {
+		return nil, fmt.Errorf("open %s in workspace %s: %w", rel, w.id, &os.PathError{Op: "openat2", Path: rel, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s in workspace %s: %w", rel, w.id, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read %s in workspace %s: %w: not a regular file (%v)", rel, w.id, ErrInvalid, fi.Mode().Type())
+	}
+	if fi.Size() > maxReadFileBytes {
+		return nil, fmt.Errorf("read %s in workspace %s: %w: %d bytes, over %d", rel, w.id, ErrLimit, fi.Size(), maxReadFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxReadFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s in workspace %s: %w", rel, w.id, err)
+	}
+	if len(b) > maxReadFileBytes {
+		return nil, fmt.Errorf("read %s in workspace %s: %w: over %d bytes", rel, w.id, ErrLimit, maxReadFileBytes)
+	}
+	return b, nil
 }
 
 // FsRead is §3 fs/read. Without an encoding, valid UTF-8 is answered as

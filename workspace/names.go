@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -93,4 +94,24 @@ func cQuote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// relPath is the name a client's workspace-relative path means (fromWire:
+// a quoted name unquoted), checked by checkRel.
+func relPath(p string) (string, error) { return checkRel(fromWire(p)) }
+
+// checkRel checks a workspace-relative name: not absolute, no ".." that
+// climbs above /workspace. "" and "." are /workspace itself.
+func checkRel(name string) (string, error) {
+	if strings.HasPrefix(name, "/") {
+		return "", fmt.Errorf("%w: %q is absolute; paths are relative to /workspace", ErrPathOutside, name)
+	}
+	if strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("%w: %q holds a NUL byte", ErrInvalid, name)
+	}
+	clean := path.Clean(name)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%w: %q climbs out of /workspace", ErrPathOutside, name)
+	}
+	return clean, nil
 }

@@ -165,27 +165,6 @@ func walkUsage(dir string, limit int64) (int64, error) {
 	return used, nil
 }
 
-// parseDirents returns the names in a buffer of linux_dirent64 records,
-// without "." and "..".
-func parseDirents(b []byte) []string {
-	var names []string
-	for len(b) >= 19 {
-		reclen := int(b[16]) | int(b[17])<<8
-		if reclen < 19 || reclen > len(b) {
-			break
-		}
-		name := b[19:reclen]
-		if i := strings.IndexByte(string(name), 0); i >= 0 {
-			name = name[:i]
-		}
-		if s := string(name); s != "." && s != ".." {
-			names = append(names, s)
-		}
-		b = b[reclen:]
-	}
-	return names
-}
-
 // heldDeleted is the space of files that the processes below pid hold
 // open, or mapped, after they were unlinked (or made with O_TMPFILE): they
 // take disk space under no name a walk can find. Files on a tmpfs (the

@@ -675,14 +675,6 @@ func (h *watchHub) stat(l *watchLayer, pfd int, prel, name string) (st *unix.Sta
 	return &s, fd
 }
 
-// openBeneath opens rel below root with no symlink followed anywhere.
-func openBeneath(root int, rel string, flags int) (int, error) {
-	return openat2(root, rel, &unix.OpenHow{
-		Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-}
-
 // plainEntry: in a scratch or direct workspace, what happens in the
 // directory is what code sees.
 func (h *watchHub) plainEntry(l *watchLayer, pfd int, prel, name, rel string, op fsnotify.Op, report bool) {
