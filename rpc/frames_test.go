@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 )
@@ -71,6 +72,7 @@ func TestBatch(t *testing.T) {
 	rc.initialize(t)
 	rc.sendBody(t, `[{"jsonrpc":"2.0","id":1,"method":"daemon/stats"},{"jsonrpc":"2.0","id":2,"method":"nope"},{"jsonrpc":"2.0","method":"initialized","params":{}}]`)
 	var got []map[string]json.RawMessage
+	deadline := time.After(30 * time.Second)
 	for got == nil {
 		select {
 		case m := <-rc.msgs:
@@ -79,6 +81,8 @@ func TestBatch(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+		case <-deadline:
+			t.Fatal("no batch response within 30 s")
 		}
 	}
 	if len(got) != 2 {

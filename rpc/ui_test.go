@@ -41,8 +41,8 @@ func TestServeUI(t *testing.T) {
 		t.Errorf("the page set a cookie: %+v", c)
 	}
 	resp, body = get(t, srv.URL+"/?token="+httpToken, http.Header{"Cookie": {"cellbox_token=" + httpToken}})
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /?token with the old cookie: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "the ide") {
+		t.Fatalf("GET /?token with the old cookie: %d %.200q", resp.StatusCode, body)
 	}
 	if cs := resp.Cookies(); len(cs) != 1 || cs[0].Name != "cellbox_token" || cs[0].MaxAge >= 0 || cs[0].Value != "" {
 		t.Fatalf("the old token cookie was not removed: %+v", cs)

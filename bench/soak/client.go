@@ -31,10 +31,9 @@ var languages = []string{"python", "javascript", "bash"}
 
 // wsStream adapts a websocket to jsonrpc2.Stream and counts its bytes.
 type wsStream struct {
-	ws       *websocket.Conn
-	mu       sync.Mutex
-	tx, rx   *atomic.Int64
-	closeErr error
+	ws     *websocket.Conn
+	mu     sync.Mutex
+	tx, rx *atomic.Int64
 }
 
 func (s *wsStream) Read(context.Context) (jsonrpc2.Message, int64, error) {

@@ -277,7 +277,7 @@ func TestKernelQueueCancelTimeout(t *testing.T) {
 	if r := <-running; r.err != nil || r.res.Status != protocol.ExecutionStatusOK {
 		t.Fatalf("the execution before the cancelled one: %+v", r)
 	}
-	res, outs = execute(t, c, kid, "'cancelled' in order")
+	_, outs = execute(t, c, kid, "'cancelled' in order")
 	if resultText(t, outs) != "False" {
 		t.Fatalf("a cancelled queued execution ran: %+v", outs)
 	}

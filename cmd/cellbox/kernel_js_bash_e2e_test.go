@@ -124,7 +124,7 @@ func TestKernelBash(t *testing.T) {
 	if res.Status != protocol.ExecutionStatusError || !strings.Contains(streamText(outs, protocol.StreamStderr), "No such file") {
 		t.Fatalf("failing command: %+v %+v", res, outs)
 	}
-	if res, outs = execute(t, c, kid, "false; true"); res.Status != protocol.ExecutionStatusOK {
+	if res, _ = execute(t, c, kid, "false; true"); res.Status != protocol.ExecutionStatusOK {
 		t.Fatalf("the last command decides: %+v", res)
 	}
 
