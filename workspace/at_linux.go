@@ -552,3 +552,100 @@ func pruneUp(root, cur int, d string, n int) {
 		}
 	}
 }
+
+// chainOpen bounds the descriptors one side of a walk (the upper layer,
+// the project) keeps open, as maxOpenDirs does for walkUsage.
+const chainOpen = 32
+
+// dirChain is the line of directories from a walk's root to where it is,
+// one side of it (absent where that side has no directory), with at most
+// chainOpen descriptors open: deeper, the outermost open one is closed and
+// opened again from its child ("..") when the walk comes back up, checked
+// to be the same directory (dev, ino). Memory is a few words a level, so
+// no depth is too deep for it.
+type dirChain struct {
+	links []dirLink
+	open  int
+	first int // the links below first are closed or absent
+}
+
+type dirLink struct {
+	fd       int // -1: closed, or absent
+	absent   bool
+	dev, ino uint64
+}
+
+// push makes fd (which the chain now owns; -1: absent) the deepest link.
+func (c *dirChain) push(fd int) error {
+	if fd < 0 {
+		c.links = append(c.links, dirLink{fd: -1, absent: true})
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	c.links = append(c.links, dirLink{fd: fd, dev: st.Dev, ino: st.Ino})
+	c.open++
+	for c.open > chainOpen {
+		for c.first < len(c.links)-1 && c.links[c.first].fd < 0 {
+			c.first++
+		}
+		if c.first >= len(c.links)-1 {
+			break
+		}
+		unix.Close(c.links[c.first].fd)
+		c.links[c.first].fd = -1
+		c.open--
+		c.first++
+	}
+	return nil
+}
+
+// top is the deepest link's descriptor (-1: absent). It is always open.
+func (c *dirChain) top() int { return c.links[len(c.links)-1].fd }
+
+// pop closes the deepest link, opening its parent again if it was closed.
+func (c *dirChain) pop() error {
+	n := len(c.links)
+	l := c.links[n-1]
+	c.links = c.links[:n-1]
+	defer func() {
+		if l.fd >= 0 {
+			unix.Close(l.fd)
+			c.open--
+		}
+	}()
+	if n == 1 {
+		return nil
+	}
+	p := &c.links[n-2]
+	if !p.absent && p.fd < 0 {
+		if l.fd < 0 {
+			return errTreeChanged // cannot be: a closed link has an open child
+		}
+		fd, err := unix.Openat(l.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open a directory's parent: %w", err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Dev != p.dev || st.Ino != p.ino {
+			unix.Close(fd)
+			return errTreeChanged
+		}
+		p.fd = fd
+		c.open++
+	}
+	c.first = min(c.first, n-2)
+	return nil
+}
+
+func (c *dirChain) closeAll() {
+	for _, l := range c.links {
+		if l.fd >= 0 {
+			unix.Close(l.fd)
+		}
+	}
+	c.links, c.open, c.first = nil, 0, 0
+}

@@ -46,7 +46,7 @@ import (
 //   - Modes are the workspace's with the daemon's umask applied, so code
 //     cannot make a world-writable file or directory in the project.
 //   - A path whose project file departs from its baseline (see
-//     changes_linux.go) is a conflict and left alone, as is one the
+//     baseline_linux.go) is a conflict and left alone, as is one the
 //     project cannot take (a non-empty directory in the way, a permission
 //     error): each conflict says why.
 //   - A root daemon gives the files and directories it creates the owner

@@ -10,8 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
 // The view: /workspace as the workspace's sandbox sees it, reached through

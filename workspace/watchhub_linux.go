@@ -10,10 +10,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cellbox-dev/cellbox/protocol"
-	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
 // The hub of a workspace's watches: one inotify instance (fsnotify) with a
