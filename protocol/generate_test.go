@@ -23,8 +23,7 @@ func TestGeneratedFilesFresh(t *testing.T) {
 		t.Fatalf("go run ./gen: %v\n%s", err, b)
 	}
 	for _, name := range []string{
-		"editors/vscode/src/protocol.ts",
-		"editors/browser/client/protocol.ts",
+		"editors/protocol/protocol.ts",
 		"editors/neovim/lua/cellbox/protocol.lua",
 	} {
 		want, err := os.ReadFile(filepath.Join(out, name))

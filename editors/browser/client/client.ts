@@ -12,11 +12,21 @@ import {
   type ErrorData,
   type InitializeResult,
   type KernelOutputParams,
+  type NotificationMethod,
+  type Notifications,
+  type ParamsArg,
   type PtyAttachResult,
   type PtyOutputParams,
-} from "./protocol";
+  type RequestMethod,
+  type RequestParams,
+  type RequestResult,
+  type ServerNotificationMethod,
+  type ServerNotifications,
+  type ServerRequestMethod,
+  type ServerRequests,
+} from "../../protocol/protocol";
 
-export * from "./protocol";
+export * from "../../protocol/protocol";
 
 /** State of a {@link CellboxClient}'s connection. */
 export type ConnectionState = "connecting" | "open" | "reconnecting" | "closed";
@@ -83,11 +93,16 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
-type Handler = (params: any) => void;
-type RequestHandler = (params: any) => unknown | Promise<unknown>;
+type Handler = (params: unknown) => void;
+type RequestHandler = (params: unknown) => unknown;
+
+/** A handler of the server-to-client request M: its result, or a promise of it. */
+export type ServerRequestHandler<M extends ServerRequestMethod> = (
+  params: ServerRequests[M]["params"],
+) => ServerRequests[M]["result"] | Promise<ServerRequests[M]["result"]>;
 
 interface Pending {
-  resolve: (v: any) => void;
+  resolve: (v: unknown) => void;
   reject: (e: Error) => void;
   method: string;
 }
@@ -150,27 +165,34 @@ export class CellboxClient {
   }
 
   /** on subscribes to a server notification (e.g. "kernel/output"); it returns an unsubscribe function. */
-  on(method: string, fn: Handler): () => void {
+  on<M extends ServerNotificationMethod>(method: M, fn: (params: ServerNotifications[M]) => void): () => void {
     let set = this.handlers.get(method);
     if (!set) this.handlers.set(method, (set = new Set()));
-    set.add(fn);
-    return () => set!.delete(fn);
+    const h = fn as Handler;
+    set.add(h);
+    return () => set!.delete(h);
   }
 
   /** handle answers a server-to-client request (e.g. "kernel/inputRequest") with fn's result. */
-  handle(method: string, fn: RequestHandler): void {
-    this.requestHandlers.set(method, fn);
+  handle<M extends ServerRequestMethod>(method: M, fn: ServerRequestHandler<M>): void {
+    this.requestHandlers.set(method, fn as RequestHandler);
   }
 
-  /** request sends a request and resolves with its result, or rejects with an RPCError or ConnectionLostError. */
-  request<R = unknown>(method: string, params?: unknown, opts: RequestOptions = {}): Promise<R> {
+  /**
+   * request sends a request, typed by method (protocol.ts's Requests; params
+   * may be left out when every field is optional), and resolves with its
+   * result, or rejects with an RPCError or ConnectionLostError.
+   */
+  request<M extends RequestMethod>(method: M, ...args: [...ParamsArg<RequestParams<M>>, opts?: RequestOptions]): Promise<RequestResult<M>>;
+  request(method: string, params?: unknown, opts: RequestOptions = {}): Promise<unknown> {
     if (this._state !== "open" || !this.ws) {
       return Promise.reject(new ConnectionLostError(`cannot send ${method}: connection is ${this._state}`));
     }
-    return this.rawRequest<R>(method, params, opts);
+    return this.rawRequest(method, params, opts);
   }
 
-  /** notify sends a notification. It is dropped (returns false) while disconnected. */
+  /** notify sends a notification, typed by method. It is dropped (returns false) while disconnected. */
+  notify<M extends NotificationMethod>(method: M, ...args: ParamsArg<Notifications[M]>): boolean;
   notify(method: string, params?: unknown): boolean {
     if (this._state !== "open" || !this.ws) return false;
     this.send(params === undefined ? { jsonrpc: "2.0", method } : { jsonrpc: "2.0", method, params });
@@ -195,7 +217,7 @@ export class CellboxClient {
   /** followPty is followKernel for terminals; pty/attach's result is returned when attach is true. */
   async followPty(ptyId: string, attach = true, fromSeq?: number): Promise<PtyAttachResult | undefined> {
     if (!this.ptys.has(ptyId)) this.ptys.set(ptyId, fromSeq !== undefined ? fromSeq - 1 : 0);
-    if (attach) return this.request<PtyAttachResult>(Methods.PtyAttach, fromSeq !== undefined ? { ptyId, fromSeq } : { ptyId });
+    if (attach) return this.request(Methods.PtyAttach, fromSeq !== undefined ? { ptyId, fromSeq } : { ptyId });
     return undefined;
   }
 
@@ -391,7 +413,7 @@ export class CellboxClient {
         method,
         resolve: (v) => {
           done();
-          resolve(v);
+          resolve(v as R); // the result of method, as the daemon sent it
         },
         reject: (e) => {
           done();

@@ -1,7 +1,7 @@
 // The workspace's file tree (fs/list, kept live by fs/watch's fs/didChange)
 // with changed files marked, and the changes panel (workspace/changes,
 // diff, commit, discard).
-import { Methods, type Change, type CellboxClient, type FileEntry, type FsDidChangeParams, type WorkspaceCommitResult, type WorkspaceDiffResult } from "../client/client";
+import { Methods, type Change, type CellboxClient, type FileEntry, type FsDidChangeParams } from "../client/client";
 import { el } from "./dom";
 
 const maxEntries = 5000;
@@ -46,7 +46,7 @@ export class Files {
   }
 
   async start() {
-    const w: any = await this.client.request(Methods.FsWatch, { workspaceId: this.workspaceId });
+    const w = await this.client.request(Methods.FsWatch, { workspaceId: this.workspaceId });
     this.watchId = w.watchId;
     await this.refresh();
   }
@@ -66,12 +66,12 @@ export class Files {
   }
 
   async refresh() {
-    const [list, ch]: any[] = await Promise.all([
+    const [list, ch] = await Promise.all([
       this.client.request(Methods.FsList, { workspaceId: this.workspaceId, recursive: true }),
       this.client.request(Methods.WorkspaceChanges, { workspaceId: this.workspaceId }),
     ]);
-    this.entries = (list.entries as FileEntry[]).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-    this.changes = new Map((ch.changes as Change[]).map((c) => [c.path, c]));
+    this.entries = list.entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    this.changes = new Map(ch.changes.map((c) => [c.path, c]));
     this.renderTree();
     this.renderChanges();
   }
@@ -137,7 +137,7 @@ export class Files {
 
   async open(path: string) {
     try {
-      const r: any = await this.client.request(Methods.FsRead, { workspaceId: this.workspaceId, path });
+      const r = await this.client.request(Methods.FsRead, { workspaceId: this.workspaceId, path });
       const body = el("pre", { class: "file-view" }, r.encoding === "base64" ? `(binary, ${r.size} bytes)` : r.content);
       this.view(path, body);
     } catch (e) {
@@ -146,7 +146,7 @@ export class Files {
   }
 
   async diff(paths?: string[]) {
-    const r = await this.client.request<WorkspaceDiffResult>(Methods.WorkspaceDiff, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
+    const r = await this.client.request(Methods.WorkspaceDiff, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
     const body = el("div", { class: "diff" });
     for (const f of r.files) {
       const pre = el("pre", { class: "diff-file" });
@@ -163,7 +163,7 @@ export class Files {
 
   async commit(paths?: string[]) {
     try {
-      const r = await this.client.request<WorkspaceCommitResult>(Methods.WorkspaceCommit, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
+      const r = await this.client.request(Methods.WorkspaceCommit, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
       const conflicts = r.conflicts.map((c) => `${c.path} (${c.reason})`);
       this.say(`committed ${r.applied.length} file(s) to the project${conflicts.length ? `; conflicts, not written: ${conflicts.join(", ")}` : ""}`);
     } catch (e) {
@@ -175,7 +175,7 @@ export class Files {
   async discard(paths?: string[]) {
     if (!paths && !confirm("Discard every change of the workspace?")) return;
     try {
-      const r: any = await this.client.request(Methods.WorkspaceDiscard, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
+      const r = await this.client.request(Methods.WorkspaceDiscard, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
       this.say(`discarded ${r.discarded.length} file(s)`);
     } catch (e) {
       this.say(`discard failed: ${(e as Error).message}`);

@@ -1,7 +1,7 @@
 // The cellbox browser IDE, served by `cellbox serve --listen` at /.
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
-import { CellboxClient, Methods, tokenFromPage, type KernelInputRequestParams, type WorkspaceInfo } from "../client/client";
+import { CellboxClient, Methods, tokenFromPage, type KernelInputRequestParams } from "../client/client";
 import { el } from "./dom";
 import { Files } from "./files";
 import { Notebook } from "./notebook";
@@ -49,7 +49,7 @@ async function main() {
   reconnect.onclick = () => client.drop();
   client.handle(Methods.KernelInputRequest, (p: KernelInputRequestParams) => ({ value: window.prompt(p.prompt || "input") ?? "" }));
 
-  const ws = await client.request<WorkspaceInfo>(Methods.WorkspaceOpen, {});
+  const ws = await client.request(Methods.WorkspaceOpen, {});
   rootLabel.textContent = `${ws.root} (${ws.mode})`;
   const show = (title: string, body: HTMLElement) => {
     viewerTitle.textContent = title;

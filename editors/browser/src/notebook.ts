@@ -1,5 +1,5 @@
 // The notebook: cells of one language run on one kernel of the workspace.
-import { ConnectionLostError, Methods, RPCError, type CellboxClient, type ExecuteResult, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type ProgressParams } from "../client/client";
+import { ConnectionLostError, Methods, RPCError, type CellboxClient, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type ProgressParams } from "../client/client";
 import { renderBundle, stripANSI } from "./outputs";
 import { el } from "./dom";
 
@@ -190,7 +190,7 @@ export class Notebook {
         if (!lost.length || !kernelId) return;
         if (this.client.state === "open") {
           try {
-            const h: any = await this.client.request(Methods.KernelHistory, { kernelId, n: 100 });
+            const h = await this.client.request(Methods.KernelHistory, { kernelId, n: 100 });
             const entries: { executionCount: number; code: string }[] = h.entries ?? [];
             for (const c of lost) {
               const e = entries.findLast((x) => x.code === c.code.value);
@@ -256,7 +256,7 @@ export class Notebook {
     this.starting ??= (async () => {
       this.setStatus("starting", "starting");
       try {
-        const r: any = await this.client.request(Methods.KernelStart, { language: this.language, workspaceId: this.workspaceId, workDoneToken: `kernel-start-${Date.now()}` });
+        const r = await this.client.request(Methods.KernelStart, { language: this.language, workspaceId: this.workspaceId, workDoneToken: `kernel-start-${Date.now()}` });
         this.kernelId = r.kernelId;
         await this.client.followKernel(r.kernelId, false);
         this.setStatus("idle", "idle");
@@ -287,7 +287,9 @@ export class Notebook {
     const executionId = `cell${c.id}-${++this.execSeq}`;
     this.byExec.set(executionId, c);
     try {
-      const r = await this.client.request<ExecuteResult>(Methods.KernelExecute, { kernelId: this.kernelId, code, executionId, allowStdin: true, stopOnError: true });
+      // kernelId is set by ensureKernel above; a resync in between that finds the kernel
+      // gone clears it, and the daemon then answers invalid params.
+      const r = await this.client.request(Methods.KernelExecute, { kernelId: this.kernelId!, code, executionId, allowStdin: true, stopOnError: true });
       c.setPrompt(String(r.executionCount));
       c.root.dataset.status = r.status;
       if (r.status !== "ok") c.root.classList.add("failed");
@@ -324,8 +326,8 @@ export class Notebook {
   /** resync after a reconnect: the kernel may have been culled or died. */
   async resync() {
     if (!this.kernelId) return;
-    const r: any = await this.client.request(Methods.KernelList, {});
-    const k = r.kernels.find((x: any) => x.kernelId === this.kernelId);
+    const r = await this.client.request(Methods.KernelList, {});
+    const k = r.kernels.find((x) => x.kernelId === this.kernelId);
     if (!k) {
       this.kernelId = undefined;
       this.setStatus("gone (culled or stopped); runs start a new one", "dead");

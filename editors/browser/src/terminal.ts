@@ -81,7 +81,7 @@ export class TerminalPanel {
     this.term.reset();
     this.acked = this.written = 0;
     this.sent = { cols: this.term.cols, rows: this.term.rows };
-    const r: any = await this.client.request(Methods.PtyOpen, { workspaceId: this.workspaceId, ...this.sent, env: { TERM: "xterm-256color" } });
+    const r = await this.client.request(Methods.PtyOpen, { workspaceId: this.workspaceId, ...this.sent, env: { TERM: "xterm-256color" } });
     this.ptyId = r.ptyId;
     await this.client.followPty(r.ptyId, false);
     this.sendSize(); // in case it changed while opening

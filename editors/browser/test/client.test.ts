@@ -3,7 +3,7 @@
 // node --test.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { CellboxClient, ConnectionLostError, RPCError, Methods, ErrorCodes, type KernelOutputParams, type PtyOutputParams, type ExecuteResult, type ConnectionState } from "../client/client";
+import { CellboxClient, ConnectionLostError, RPCError, Methods, ErrorCodes, type KernelOutputParams, type PtyOutputParams, type ConnectionState } from "../client/client";
 // @ts-ignore: plain JS helper
 import { startDaemon, waitFor } from "./daemon.mjs";
 
@@ -30,15 +30,15 @@ test("initialize, requests, errors and notifications", async () => {
     assert.equal(c.initializeResult!.protocolVersion, 1);
     assert.ok(c.initializeResult!.capabilities.languages.some((l) => l.id === "python" && l.available));
     await assert.rejects(c.request("no/such"), (e: any) => e instanceof RPCError && e.code === -32601);
-    const ws: any = await c.request(Methods.WorkspaceOpen, {});
+    const ws = await c.request(Methods.WorkspaceOpen, {});
     assert.equal(ws.root, d.project);
-    const list: any = await c.request(Methods.FsList, { workspaceId: ws.workspaceId });
-    assert.ok(list.entries.some((e: any) => e.path === "hello.txt"));
+    const list = await c.request(Methods.FsList, { workspaceId: ws.workspaceId });
+    assert.ok(list.entries.some((e) => e.path === "hello.txt"));
     const out: KernelOutputParams[] = [];
     c.on(Methods.KernelOutput, (p) => out.push(p));
-    const k: any = await c.request(Methods.KernelStart, { language: "python", workspaceId: ws.workspaceId });
+    const k = await c.request(Methods.KernelStart, { language: "python", workspaceId: ws.workspaceId });
     await c.followKernel(k.kernelId, false);
-    const r = await c.request<ExecuteResult>(Methods.KernelExecute, { kernelId: k.kernelId, code: "print('hi there')\n6*7" });
+    const r = await c.request(Methods.KernelExecute, { kernelId: k.kernelId, code: "print('hi there')\n6*7" });
     assert.equal(r.status, "ok");
     assert.equal(r.executionCount, 1);
     assert.deepEqual(out.map((o) => o.kind), ["stream", "result"]);
@@ -68,7 +68,7 @@ test("reconnect re-attaches a kernel from fromSeq: every output once, in order",
     reconnected++;
   });
   try {
-    const k: any = await c.request(Methods.KernelStart, { language: "python" });
+    const k = await c.request(Methods.KernelStart, { language: "python" });
     await c.followKernel(k.kernelId, false);
     const lines: string[] = [];
     c.on(Methods.KernelOutput, (p: KernelOutputParams) => {
@@ -86,7 +86,7 @@ test("reconnect re-attaches a kernel from fromSeq: every output once, in order",
     await new Promise((r) => setTimeout(r, 300));
     assert.deepEqual(lines, Array.from({ length: 12 }, (_, i) => String(i)));
     // The kernel and its state are there on the new connection.
-    const r = await c.request<ExecuteResult>(Methods.KernelExecute, { kernelId: k.kernelId, code: "print(i)" });
+    const r = await c.request(Methods.KernelExecute, { kernelId: k.kernelId, code: "print(i)" });
     assert.equal(r.status, "ok");
     assert.equal(lines.at(-1), "11");
     await c.request(Methods.KernelShutdown, { kernelId: k.kernelId });
@@ -102,14 +102,14 @@ test("reconnect re-attaches a terminal from fromSeq", async () => {
     reconnected++;
   });
   try {
-    const ws: any = await c.request(Methods.WorkspaceOpen, {});
+    const ws = await c.request(Methods.WorkspaceOpen, {});
     let text = "";
     const seqs: number[] = [];
     c.on(Methods.PtyOutput, (p: PtyOutputParams) => {
       text += p.data;
       seqs.push(p.seq);
     });
-    const { ptyId }: any = await c.request(Methods.PtyOpen, { workspaceId: ws.workspaceId, cols: 80, rows: 24, command: ["/bin/sh"] });
+    const { ptyId } = await c.request(Methods.PtyOpen, { workspaceId: ws.workspaceId, cols: 80, rows: 24, command: ["/bin/sh"] });
     await c.followPty(ptyId, false);
     await c.request(Methods.PtyWrite, { ptyId, data: "echo one-$((40+2))\n" });
     await waitFor(() => text.includes("one-42"), { what: "first echo" });
@@ -130,11 +130,11 @@ test("reconnect re-attaches a terminal from fromSeq", async () => {
 test("server-to-client requests are answered by handle()", async () => {
   const c = await connect({ capabilities: { inputRequest: true } });
   try {
-    c.handle(Methods.KernelInputRequest, (p: any) => ({ value: `answer to ${p.prompt.trim()}` }));
-    const k: any = await c.request(Methods.KernelStart, { language: "python" });
+    c.handle(Methods.KernelInputRequest, (p) => ({ value: `answer to ${p.prompt.trim()}` }));
+    const k = await c.request(Methods.KernelStart, { language: "python" });
     const out: string[] = [];
     c.on(Methods.KernelOutput, (p: KernelOutputParams) => p.text && out.push(p.text));
-    const r = await c.request<ExecuteResult>(Methods.KernelExecute, { kernelId: k.kernelId, code: "x = input('q?')\nprint(x.upper())", allowStdin: true });
+    const r = await c.request(Methods.KernelExecute, { kernelId: k.kernelId, code: "x = input('q?')\nprint(x.upper())", allowStdin: true });
     assert.equal(r.status, "ok");
     assert.match(out.join(""), /ANSWER TO Q\?/);
     await c.request(Methods.KernelShutdown, { kernelId: k.kernelId });
@@ -156,7 +156,7 @@ test("backoff: reconnects to a daemon that comes back; kernels it no longer has 
   });
   let d2: any;
   try {
-    const k: any = await c.request(Methods.KernelStart, { language: "python" });
+    const k = await c.request(Methods.KernelStart, { language: "python" });
     await c.followKernel(k.kernelId, false);
     assert.deepEqual(c.following().kernels, [k.kernelId]);
     await d1.stop();
@@ -168,7 +168,7 @@ test("backoff: reconnects to a daemon that comes back; kernels it no longer has 
     await waitFor(() => reconnected === 1, { what: "reconnect to the new daemon" });
     assert.equal(c.state, "open");
     assert.deepEqual(c.following().kernels, [], "the new daemon does not have the kernel: no longer followed");
-    const list: any = await c.request(Methods.KernelList, {});
+    const list = await c.request(Methods.KernelList, {});
     assert.deepEqual(list.kernels, []);
   } finally {
     await c.close();

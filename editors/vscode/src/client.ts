@@ -16,34 +16,22 @@ import {
 import {
   Methods,
   ProtocolVersion,
-  InitializeResult,
-  KernelStartParams,
-  KernelStartResult,
-  KernelExecuteParams,
-  ExecuteResult,
-  KernelOutputParams,
-  KernelStatusParams,
-  KernelInputRequestParams,
-  KernelInputReply,
-  ProgressParams,
-  PtyOutputParams,
-  PtyExitParams,
-  PtyOpenParams,
-  PtyOpenResult,
-  WorkspaceOpenParams,
-  WorkspaceInfo,
-  WorkspaceChangesResult,
-  WorkspaceDiffResult,
-  WorkspaceCommitResult,
-  WorkspaceDiscardResult,
-  Checkpoint,
-  WorkspaceCheckpointsResult,
-  KernelCompleteResult,
-  KernelInspectResult,
-  KernelListResult,
-  FsReadResult,
-  FsDidChangeParams,
-} from "./protocol";
+  type InitializeResult,
+  type KernelOutputParams,
+  type KernelStatusParams,
+  type KernelInputRequestParams,
+  type KernelInputReply,
+  type ProgressParams,
+  type PtyOutputParams,
+  type PtyExitParams,
+  type FsDidChangeParams,
+  type RequestMethod,
+  type RequestParams,
+  type RequestResult,
+  type NotificationMethod,
+  type Notifications,
+  type ParamsArg,
+} from "../../protocol/protocol";
 import { WebSocketTransport } from "./wsTransport";
 
 export interface ConnectOptions {
@@ -175,93 +163,27 @@ export class CellboxClient implements Disposable {
       clientInfo: { name: opts.clientName ?? "cellbox-vscode", version: opts.clientVersion ?? "0.1.0" },
       capabilities: { inputRequest: true, positionEncoding: "utf-16" },
     });
-    client.connection.sendNotification(Methods.Initialized, {});
+    void client.notify(Methods.Initialized, {});
     return client;
   }
 
-  request<R>(method: string, params?: unknown, token?: CancellationToken): Promise<R> {
+  /**
+   * Sends a request, typed by method (protocol.ts's Requests): its params may be left out when
+   * every field is optional. Cancelling the token sends $/cancelRequest (kernel/execute: an
+   * interrupt).
+   */
+  request<M extends RequestMethod>(method: M, ...args: [...ParamsArg<RequestParams<M>>, token?: CancellationToken]): Promise<RequestResult<M>>;
+  request(method: string, params?: unknown, token?: CancellationToken): Promise<unknown> {
     if (this.closed) {
       return Promise.reject(new Error("cellbox: the connection is closed"));
     }
-    return token ? this.connection.sendRequest<R>(method, params, token) : this.connection.sendRequest<R>(method, params);
+    return token ? this.connection.sendRequest(method, params, token) : this.connection.sendRequest(method, params);
   }
 
-  // Typed helpers for what the extension uses.
-  openWorkspace(p: WorkspaceOpenParams) {
-    return this.request<WorkspaceInfo>(Methods.WorkspaceOpen, p);
-  }
-  startKernel(p: KernelStartParams) {
-    return this.request<KernelStartResult>(Methods.KernelStart, p);
-  }
-  /** Runs code; cancelling the token sends $/cancelRequest, which interrupts it. */
-  execute(p: KernelExecuteParams, token?: CancellationToken) {
-    return this.request<ExecuteResult>(Methods.KernelExecute, p, token);
-  }
-  interrupt(kernelId: string) {
-    return this.request<object>(Methods.KernelInterrupt, { kernelId });
-  }
-  restart(kernelId: string) {
-    return this.request<object>(Methods.KernelRestart, { kernelId });
-  }
-  shutdownKernel(kernelId: string) {
-    return this.request<object>(Methods.KernelShutdown, { kernelId });
-  }
-  attach(kernelId: string) {
-    return this.request<object>(Methods.KernelAttach, { kernelId });
-  }
-  listKernels() {
-    return this.request<KernelListResult>(Methods.KernelList, {});
-  }
-  complete(kernelId: string, code: string, cursorPos: number) {
-    return this.request<KernelCompleteResult>(Methods.KernelComplete, { kernelId, code, cursorPos });
-  }
-  inspect(kernelId: string, code: string, cursorPos: number) {
-    return this.request<KernelInspectResult>(Methods.KernelInspect, { kernelId, code, cursorPos, detailLevel: 0 });
-  }
-  changes(workspaceId: string) {
-    return this.request<WorkspaceChangesResult>(Methods.WorkspaceChanges, { workspaceId });
-  }
-  diff(workspaceId: string, paths?: string[]) {
-    return this.request<WorkspaceDiffResult>(Methods.WorkspaceDiff, { workspaceId, paths });
-  }
-  commit(workspaceId: string, paths?: string[]) {
-    return this.request<WorkspaceCommitResult>(Methods.WorkspaceCommit, { workspaceId, paths });
-  }
-  discard(workspaceId: string, paths?: string[]) {
-    return this.request<WorkspaceDiscardResult>(Methods.WorkspaceDiscard, { workspaceId, paths });
-  }
-  checkpoint(workspaceId: string, name?: string) {
-    return this.request<Checkpoint>(Methods.WorkspaceCheckpoint, { workspaceId, name });
-  }
-  checkpoints(workspaceId: string) {
-    return this.request<WorkspaceCheckpointsResult>(Methods.WorkspaceCheckpoints, { workspaceId });
-  }
-  restore(workspaceId: string, checkpointId: string) {
-    return this.request<object>(Methods.WorkspaceRestore, { workspaceId, checkpointId });
-  }
-  deleteCheckpoint(workspaceId: string, checkpointId: string) {
-    return this.request<object>(Methods.WorkspaceDeleteCheckpoint, { workspaceId, checkpointId });
-  }
-  readFile(workspaceId: string, path: string) {
-    return this.request<FsReadResult>(Methods.FsRead, { workspaceId, path, encoding: "utf8" });
-  }
-  watch(workspaceId: string) {
-    return this.request<{ watchId: string }>(Methods.FsWatch, { workspaceId });
-  }
-  openPty(p: PtyOpenParams) {
-    return this.request<PtyOpenResult>(Methods.PtyOpen, p);
-  }
-  writePty(ptyId: string, data: string) {
-    return this.request<object>(Methods.PtyWrite, { ptyId, data });
-  }
-  resizePty(ptyId: string, cols: number, rows: number) {
-    return this.request<object>(Methods.PtyResize, { ptyId, cols, rows });
-  }
-  ackPty(ptyId: string, seq: number) {
-    return this.request<object>(Methods.PtyAck, { ptyId, seq });
-  }
-  closePty(ptyId: string) {
-    return this.request<object>(Methods.PtyClose, { ptyId });
+  /** Sends a notification, typed by method (protocol.ts's Notifications). */
+  notify<M extends NotificationMethod>(method: M, ...args: ParamsArg<Notifications[M]>): Promise<void>;
+  notify(method: string, params?: unknown): Promise<void> {
+    return params === undefined ? this.connection.sendNotification(method) : this.connection.sendNotification(method, params);
   }
 
   /**
@@ -285,7 +207,7 @@ export class CellboxClient implements Disposable {
     if (!this.closed) {
       try {
         await Promise.race([this.connection.sendRequest(Methods.Shutdown), new Promise((r) => setTimeout(r, 3000))]);
-        await this.connection.sendNotification(Methods.Exit);
+        await this.notify(Methods.Exit);
       } catch {
         // already gone
       }

@@ -1,6 +1,6 @@
 // Errors mapped back to the file: the line an error points at in the file that ran
 // (kernel/execute `source` makes tracebacks name the editor's path and line). Pure.
-import type { ExecuteError } from "./protocol";
+import type { ExecuteError } from "../../protocol/protocol";
 import { stripANSI } from "./outputs";
 
 /**

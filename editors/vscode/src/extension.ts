@@ -9,7 +9,7 @@ import { CellboxNotebookController } from "./notebook";
 import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME } from "./scm";
 import { CellboxPseudoterminal } from "./terminal";
 import { stripANSI } from "./outputs";
-import type { ProgressParams } from "./protocol";
+import { Methods, type KernelOutputParams, type ProgressParams } from "../../protocol/protocol";
 
 const FILE_LANGUAGES = ["python", "javascript", "shellscript"];
 
@@ -25,7 +25,7 @@ let checkpoints: CheckpointsProvider;
 let content: SandboxContentProvider;
 let lastLanguage: string | undefined;
 const sessionSubs: vscode.Disposable[] = [];
-const outputListeners = new Set<(p: import("./protocol").KernelOutputParams) => void>();
+const outputListeners = new Set<(p: KernelOutputParams) => void>();
 
 function config() {
   return vscode.workspace.getConfiguration("cellbox");
@@ -99,7 +99,7 @@ async function connect(): Promise<Session> {
     s.ensureWorkspace()
       .then(async (ws) => {
         if (ws) {
-          await client.watch(ws.workspaceId).catch(() => undefined);
+          await client.request(Methods.FsWatch, { workspaceId: ws.workspaceId }).catch(() => undefined);
           await scm?.refresh();
           checkpoints.refresh();
         }
@@ -291,7 +291,7 @@ const completion: vscode.CompletionItemProvider = {
     if (!k || !session || k.state === "dead") return undefined;
     const code = doc.getText();
     // positionEncoding utf-16: offsets are VS Code's own.
-    const res = await session.client.complete(k.kernelId, code, doc.offsetAt(pos));
+    const res = await session.client.request(Methods.KernelComplete, { kernelId: k.kernelId, code, cursorPos: doc.offsetAt(pos) });
     if (token.isCancellationRequested) return undefined;
     const range = new vscode.Range(doc.positionAt(res.cursorStart), doc.positionAt(res.cursorEnd));
     return res.matches.map((m) => {
@@ -306,7 +306,7 @@ const hover: vscode.HoverProvider = {
   async provideHover(doc, pos) {
     const k = kernelForDoc(doc);
     if (!k || !session || k.state === "dead") return undefined;
-    const res = await session.client.inspect(k.kernelId, doc.getText(), doc.offsetAt(pos));
+    const res = await session.client.request(Methods.KernelInspect, { kernelId: k.kernelId, code: doc.getText(), cursorPos: doc.offsetAt(pos), detailLevel: 0 });
     if (!res.found || !res.data) return undefined;
     const md = res.data["text/markdown"];
     if (typeof md === "string") return new vscode.Hover(new vscode.MarkdownString(md));
@@ -320,7 +320,7 @@ const hover: vscode.HoverProvider = {
 
 async function pickKernel() {
   const s = await getSession();
-  const list = await s.client.listKernels();
+  const list = await s.client.request(Methods.KernelList, {});
   type Item = vscode.QuickPickItem & { kernelId?: string; language: string; state?: string };
   const items: Item[] = [
     ...list.kernels.map((k) => ({ label: `$(server-process) ${k.language}: ${k.kernelId}`, description: `${k.state} · [${k.executionCount}]`, detail: `workspace ${k.workspaceId}`, kernelId: k.kernelId, language: k.language, state: k.state })),
@@ -344,10 +344,10 @@ async function kernelCommand(kind: "interrupt" | "restart" | "shutdown") {
     vscode.window.showInformationMessage("cellbox: no kernel to " + kind);
     return;
   }
-  if (kind === "interrupt") await s.client.interrupt(k.kernelId);
-  else if (kind === "restart") await s.client.restart(k.kernelId);
+  if (kind === "interrupt") await s.client.request(Methods.KernelInterrupt, { kernelId: k.kernelId });
+  else if (kind === "restart") await s.client.request(Methods.KernelRestart, { kernelId: k.kernelId });
   else {
-    await s.client.shutdownKernel(k.kernelId);
+    await s.client.request(Methods.KernelShutdown, { kernelId: k.kernelId });
     if (nbKernel && nb) notebook?.kernels.delete(nb.uri.toString());
     else s.kernels.delete(k.language);
     updateStatus();
@@ -441,7 +441,7 @@ export function activate(ctx: vscode.ExtensionContext) {
     const name = scm?.scm.inputBox.value.trim();
     if (name) {
       const s = await getSession();
-      if (s.workspace) await s.client.checkpoint(s.workspace.workspaceId, `before commit: ${name}`);
+      if (s.workspace) await s.client.request(Methods.WorkspaceCheckpoint, { workspaceId: s.workspace.workspaceId, name: `before commit: ${name}` });
       scm!.scm.inputBox.value = "";
     }
     await scm?.commit();
@@ -462,20 +462,20 @@ export function activate(ctx: vscode.ExtensionContext) {
     if (!ws) throw new Error("cellbox: no workspace (cellbox.workspaceMode is none or no folder is open)");
     const name = await vscode.window.showInputBox({ prompt: "Checkpoint name", value: `checkpoint ${new Date().toLocaleTimeString()}` });
     if (name === undefined) return;
-    await s.client.checkpoint(ws.workspaceId, name || undefined);
+    await s.client.request(Methods.WorkspaceCheckpoint, { workspaceId: ws.workspaceId, name: name || undefined });
     checkpoints.refresh();
   });
   reg("cellbox.checkpoint.restore", async (item: CheckpointItem) => {
     const s = await getSession();
     if (!s.workspace || !item) return;
-    await s.client.restore(s.workspace.workspaceId, item.checkpoint.checkpointId);
+    await s.client.request(Methods.WorkspaceRestore, { workspaceId: s.workspace.workspaceId, checkpointId: item.checkpoint.checkpointId });
     checkpoints.refresh();
     await scm?.refresh();
   });
   reg("cellbox.checkpoint.delete", async (item: CheckpointItem) => {
     const s = await getSession();
     if (!s.workspace || !item) return;
-    await s.client.deleteCheckpoint(s.workspace.workspaceId, item.checkpoint.checkpointId);
+    await s.client.request(Methods.WorkspaceDeleteCheckpoint, { workspaceId: s.workspace.workspaceId, checkpointId: item.checkpoint.checkpointId });
     checkpoints.refresh();
   });
   reg("cellbox.checkpoint.refresh", () => checkpoints.refresh());

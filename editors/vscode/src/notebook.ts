@@ -7,7 +7,7 @@ import type { Session, KernelHandle } from "./session";
 import { newExecutionId } from "./session";
 import { applyOutput, OutputItem } from "./outputs";
 import { errorMessage } from "./client";
-import type { KernelOutputParams } from "./protocol";
+import { Methods, type KernelOutputParams } from "../../protocol/protocol";
 
 export const NOTEBOOK_TYPES = ["jupyter-notebook"];
 
@@ -151,7 +151,7 @@ export class CellboxNotebookController implements vscode.Disposable {
     const cts = new CancellationTokenSource();
     const sub = exec.token.onCancellationRequested(() => cts.cancel());
     try {
-      const res = await s.client.execute({ kernelId: k.kernelId, code: cell.document.getText(), executionId: id, allowStdin: true, stopOnError: true, source: { path: cell.document.uri.toString(), line: 1 } }, cts.token);
+      const res = await s.client.request(Methods.KernelExecute, { kernelId: k.kernelId, code: cell.document.getText(), executionId: id, allowStdin: true, stopOnError: true, source: { path: cell.document.uri.toString(), line: 1 } }, cts.token);
       r.count = res.executionCount;
       exec.executionOrder = res.executionCount || undefined;
       if (res.error && !r.items.some((o) => o.kind === "error")) r.items.push({ kind: "error", ...res.error });
@@ -173,7 +173,7 @@ export class CellboxNotebookController implements vscode.Disposable {
     const k = this.kernels.get(nb.uri.toString());
     if (!k) return;
     const s = await this.session();
-    await s.client.interrupt(k.kernelId);
+    await s.client.request(Methods.KernelInterrupt, { kernelId: k.kernelId });
   }
 
   /** The kernel of the notebook that holds this cell document (completion, hover). */

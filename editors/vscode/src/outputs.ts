@@ -1,7 +1,7 @@
 // The output view's model: executions and their outputs as kernel/output builds them
 // (streams merged, display updates by displayId, clear with wait), and its rendering to HTML
 // for the webview. No `vscode` import: tested under plain Node.
-import type { ExecuteResult, KernelOutputParams, MimeBundle, ExecuteError } from "./protocol";
+import type { ExecuteResult, KernelOutputParams, MimeBundle, ExecuteError } from "../../protocol/protocol";
 import { escapeHTML, renderMarkdown } from "../../browser/src/markdown";
 
 export const stripANSI = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "");

@@ -4,7 +4,7 @@
 import * as vscode from "vscode";
 import * as path from "node:path";
 import type { Session } from "./session";
-import type { Change, Checkpoint } from "./protocol";
+import { Methods, type Change, type Checkpoint } from "../../protocol/protocol";
 import { errorMessage } from "./client";
 
 /** The scheme of the sandbox's side of a diff: cellbox-ws:/PATH?side=sandbox|empty. */
@@ -26,7 +26,7 @@ export class SandboxContentProvider implements vscode.TextDocumentContentProvide
     const ws = s?.workspace;
     if (!s || !ws) return "";
     try {
-      const r = await s.client.readFile(ws.workspaceId, uri.path.replace(/^\//, ""));
+      const r = await s.client.request(Methods.FsRead, { workspaceId: ws.workspaceId, path: uri.path.replace(/^\//, ""), encoding: "utf8" });
       return r.encoding === "base64" ? `(binary, ${r.size} bytes)` : r.content;
     } catch (e) {
       return `cellbox: ${errorMessage(e)}`;
@@ -70,7 +70,7 @@ export class CellboxScm implements vscode.Disposable {
     if (!s) return [];
     const ws = await s.ensureWorkspace();
     if (!ws) return [];
-    const res = await s.client.changes(ws.workspaceId);
+    const res = await s.client.request(Methods.WorkspaceChanges, { workspaceId: ws.workspaceId });
     this.changes = res.changes ?? [];
     this.group.resourceStates = this.changes.map((c) => this.state(c));
     this.scm.count = this.changes.length;
@@ -118,7 +118,7 @@ export class CellboxScm implements vscode.Disposable {
   async commit(states?: vscode.SourceControlResourceState[]) {
     const { s, ws } = this.ws();
     const paths = states && states.length ? this.pathsOf(states) : undefined;
-    const res = await s.client.commit(ws.workspaceId, paths);
+    const res = await s.client.request(Methods.WorkspaceCommit, { workspaceId: ws.workspaceId, paths });
     if (res.conflicts?.length) {
       vscode.window.showWarningMessage(`cellbox: not committed (changed in the project meanwhile): ${res.conflicts.map((c) => `${c.path} (${c.reason})`).join(", ")}`);
     }
@@ -129,7 +129,7 @@ export class CellboxScm implements vscode.Disposable {
   async discard(states?: vscode.SourceControlResourceState[]) {
     const { s, ws } = this.ws();
     const paths = states && states.length ? this.pathsOf(states) : undefined;
-    const res = await s.client.discard(ws.workspaceId, paths);
+    const res = await s.client.request(Methods.WorkspaceDiscard, { workspaceId: ws.workspaceId, paths });
     await this.refresh();
     return res;
   }
@@ -137,7 +137,7 @@ export class CellboxScm implements vscode.Disposable {
   /** The unified diff of one change (or all), as the daemon renders it. */
   async diffText(p?: string): Promise<string> {
     const { s, ws } = this.ws();
-    const res = await s.client.diff(ws.workspaceId, p ? [p] : undefined);
+    const res = await s.client.request(Methods.WorkspaceDiff, { workspaceId: ws.workspaceId, paths: p ? [p] : undefined });
     return res.files.map((f) => (f.binary ? `Binary file ${f.path} ${f.kind}\n` : f.diff)).join("\n");
   }
 
@@ -177,7 +177,7 @@ export class CheckpointsProvider implements vscode.TreeDataProvider<CheckpointIt
     const s = this.session();
     const ws = s?.workspace;
     if (!s || !ws) return [];
-    const res = await s.client.checkpoints(ws.workspaceId);
+    const res = await s.client.request(Methods.WorkspaceCheckpoints, { workspaceId: ws.workspaceId });
     return (res.checkpoints ?? []).slice().reverse().map((c) => new CheckpointItem(c));
   }
 }

@@ -5,7 +5,7 @@ import { CancellationToken, Emitter, Event } from "vscode-jsonrpc/node";
 import { CellboxClient, errorMessage } from "./client";
 import { OutputModel, Execution } from "./outputs";
 import { diagnosticFor, DiagnosticSpec } from "./errors";
-import type { KernelState, KernelStartParams, WorkspaceInfo, LanguageCapability, WorkspaceMode, SandboxMode, NetworkMode, Limits } from "./protocol";
+import { Methods, type KernelState, type KernelStartParams, type WorkspaceInfo, type LanguageCapability, type WorkspaceMode, type SandboxMode, type NetworkMode, type Limits } from "../../protocol/protocol";
 
 export interface KernelHandle {
   kernelId: string;
@@ -102,7 +102,7 @@ export class Session {
   async ensureWorkspace(): Promise<WorkspaceInfo | undefined> {
     if (!this.opts.root) return undefined;
     if (!this.workspace) {
-      this.workspace = await this.client.openWorkspace({ root: this.opts.root, mode: this.opts.workspaceMode ?? "overlay" });
+      this.workspace = await this.client.request(Methods.WorkspaceOpen, { root: this.opts.root, mode: this.opts.workspaceMode ?? "overlay" });
     }
     return this.workspace;
   }
@@ -123,7 +123,7 @@ export class Session {
   async startKernel(language: string, workDoneToken?: string, register = true): Promise<KernelHandle> {
     const ws = await this.ensureWorkspace();
     const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, network: this.opts.network, limits: this.opts.limits, workDoneToken };
-    const res = await this.client.startKernel(params);
+    const res = await this.client.request(Methods.KernelStart, params);
     const h: KernelHandle = { kernelId: res.kernelId, language: res.language, state: "idle", version: res.languageInfo?.version };
     if (register) this.kernels.set(language, h);
     else this.extra.set(h.kernelId, h);
@@ -133,7 +133,7 @@ export class Session {
 
   /** Uses an existing kernel (from kernel/list) for its language: attaches to it. */
   async useKernel(kernelId: string, language: string, state: KernelState = "idle"): Promise<KernelHandle> {
-    await this.client.attach(kernelId);
+    await this.client.request(Methods.KernelAttach, { kernelId });
     const h: KernelHandle = { kernelId, language, state };
     this.kernels.set(language, h);
     this._onKernels.fire();
@@ -147,7 +147,8 @@ export class Session {
     const ex = this.model.begin({ id, kernelId: k.kernelId, code: r.code, label: r.label });
     this._onModel.fire([ex]);
     try {
-      const res = await this.client.execute(
+      const res = await this.client.request(
+        Methods.KernelExecute,
         { kernelId: k.kernelId, code: r.code, executionId: id, source: { path: r.path, line: r.firstLine + 1 }, allowStdin: true, timeoutMs: this.opts.timeoutMs },
         token,
       );
@@ -173,12 +174,12 @@ export class Session {
 
   async interrupt(language: string) {
     const k = this.kernels.get(language);
-    if (k) await this.client.interrupt(k.kernelId);
+    if (k) await this.client.request(Methods.KernelInterrupt, { kernelId: k.kernelId });
   }
 
   async restart(language: string) {
     const k = this.kernels.get(language);
-    if (k) await this.client.restart(k.kernelId);
+    if (k) await this.client.request(Methods.KernelRestart, { kernelId: k.kernelId });
   }
 
   async shutdown(language: string) {
@@ -186,7 +187,7 @@ export class Session {
     if (!k) return;
     this.kernels.delete(language);
     this._onKernels.fire();
-    await this.client.shutdownKernel(k.kernelId);
+    await this.client.request(Methods.KernelShutdown, { kernelId: k.kernelId });
   }
 
   dispose() {

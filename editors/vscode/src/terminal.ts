@@ -2,6 +2,7 @@
 import * as vscode from "vscode";
 import type { CellboxClient } from "./client";
 import { errorMessage } from "./client";
+import { Methods } from "../../protocol/protocol";
 
 export interface PtyTerminalOptions {
   workspaceId?: string;
@@ -40,7 +41,7 @@ export class CellboxPseudoterminal implements vscode.Pseudoterminal {
         this.writeEmitter.fire(p.data);
         if (p.seq - this.lastAck >= ACK_EVERY) {
           this.lastAck = p.seq;
-          this.client.ackPty(p.ptyId, p.seq).catch(() => undefined);
+          this.client.request(Methods.PtyAck, { ptyId: p.ptyId, seq: p.seq }).catch(() => undefined);
         }
       }),
       this.client.onPtyExit((p) => {
@@ -51,7 +52,7 @@ export class CellboxPseudoterminal implements vscode.Pseudoterminal {
       }),
     );
     try {
-      const res = await this.client.openPty({
+      const res = await this.client.request(Methods.PtyOpen, {
         workspaceId: this.opts.workspaceId,
         kernelId: this.opts.kernelId,
         command: this.opts.command,
@@ -61,7 +62,7 @@ export class CellboxPseudoterminal implements vscode.Pseudoterminal {
       });
       this.ptyId = res.ptyId;
       for (const d of this.pendingInput.splice(0)) {
-        await this.client.writePty(res.ptyId, d);
+        await this.client.request(Methods.PtyWrite, { ptyId: res.ptyId, data: d });
       }
     } catch (e) {
       this.writeEmitter.fire(`cellbox: cannot open a terminal: ${errorMessage(e)}\r\n`);
@@ -76,16 +77,16 @@ export class CellboxPseudoterminal implements vscode.Pseudoterminal {
       this.pendingInput.push(data);
       return;
     }
-    this.client.writePty(this.ptyId, data).catch((e) => this.writeEmitter.fire(`\r\ncellbox: ${errorMessage(e)}\r\n`));
+    this.client.request(Methods.PtyWrite, { ptyId: this.ptyId, data }).catch((e) => this.writeEmitter.fire(`\r\ncellbox: ${errorMessage(e)}\r\n`));
   }
 
   setDimensions(d: vscode.TerminalDimensions): void {
     this.dims = d;
-    if (this.ptyId) this.client.resizePty(this.ptyId, d.columns, d.rows).catch(() => undefined);
+    if (this.ptyId) this.client.request(Methods.PtyResize, { ptyId: this.ptyId, cols: d.columns, rows: d.rows }).catch(() => undefined);
   }
 
   close(): void {
     for (const s of this.subs.splice(0)) s.dispose();
-    if (this.ptyId && !this.exited) this.client.closePty(this.ptyId).catch(() => undefined);
+    if (this.ptyId && !this.exited) this.client.request(Methods.PtyClose, { ptyId: this.ptyId }).catch(() => undefined);
   }
 }

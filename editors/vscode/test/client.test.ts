@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { CellboxClient } from "../src/client";
+import { Methods } from "../../protocol/protocol";
 import { Session } from "../src/session";
 import { bin, tempEnv, connectStdio } from "./helpers";
 
@@ -42,14 +43,14 @@ test("`cellbox connect` (the default spawn) bridges to a long-lived daemon that 
     a.close();
     await new Promise((r) => setTimeout(r, 100));
     const b = await CellboxClient.connect({ path: bin(), env: e.env, cwd: e.project });
-    const list = await b.listKernels();
+    const list = await b.request(Methods.KernelList, {});
     assert.ok(list.kernels.some((x) => x.kernelId === k.kernelId), "kernel still listed after reconnect");
     const s2 = new Session(b);
     await s2.useKernel(k.kernelId, "python");
     const r2 = await s2.run({ path: join(e.project, "a.py"), language: "python", code: "kept + 1", firstLine: 0, lastLine: 0 });
     const res = r2.execution.outputs.find((o) => o.kind === "result");
     assert.equal(res && res.kind === "result" ? res.data["text/plain"] : undefined, "42");
-    await b.shutdownKernel(k.kernelId);
+    await b.request(Methods.KernelShutdown, { kernelId: k.kernelId });
     await b.dispose();
   } finally {
     // Stop the daemon `cellbox connect` started (its runtime file holds the pid).
@@ -102,10 +103,10 @@ test("websocket with a token (cellbox.connection), and a wrong token is refused"
     const k = await s.kernel("python");
     // UTF-16 offsets: an astral character before the cursor counts as 2 units, as in VS Code.
     const code = "s = '😀'; import os\nos.pa";
-    const cr = await c.complete(k.kernelId, code, code.length);
+    const cr = await c.request(Methods.KernelComplete, { kernelId: k.kernelId, code, cursorPos: code.length });
     assert.equal(cr.cursorEnd, code.length);
     assert.ok(cr.matches.some((m) => m === "path" || m === "os.path"), `matches ${cr.matches}`);
-    const hv = await c.inspect(k.kernelId, "len", 3);
+    const hv = await c.request(Methods.KernelInspect, { kernelId: k.kernelId, code: "len", cursorPos: 3, detailLevel: 0 });
     assert.ok(hv.found && String(hv.data?.["text/plain"]).includes("len("));
     await c.dispose();
   } finally {

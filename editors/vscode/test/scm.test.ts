@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { readFileSync, existsSync } from "node:fs";
 import { CellboxClient } from "../src/client";
+import { Methods } from "../../protocol/protocol";
 import { Session } from "../src/session";
 import { CellboxScm, SandboxContentProvider, CheckpointsProvider, sandboxUri } from "../src/scm";
 import { tempEnv, connectStdio, Env } from "./helpers";
@@ -59,7 +60,7 @@ test("changes made by code in the sandbox are listed, diffed, committed per file
 
   // A checkpoint before committing, listed in the tree.
   const tree = new CheckpointsProvider(() => s);
-  await c.checkpoint(s.workspace!.workspaceId, "before commit");
+  await c.request(Methods.WorkspaceCheckpoint, { workspaceId: s.workspace!.workspaceId, name: "before commit" });
   const items = await tree.getChildren();
   assert.equal(items.length, 1);
   assert.equal(items[0].label, "before commit");

@@ -1271,3 +1271,100 @@ export interface LatencyMs {
   p50: number;
   p99: number;
 }
+
+/**
+ * The params and result types of every client-to-server request, by method
+ * (protocol.Server). Params `void`: the method takes none; result `null`:
+ * it answers null.
+ *
+ * The methods of PROTOCOL.md that this daemon does not implement yet (such
+ * requests answer -32601) are in none of these maps: `workspace/setNetwork`,
+ * `network/blocked`, `workspace/install`, `workspace/exportGit`,
+ * `workspace/fork`, `workspace/exposePort`, `workspace/unexposePort`,
+ * `workspace/previews`, `workspace/export`.
+ */
+export interface Requests {
+  "initialize": { params: InitializeParams; result: InitializeResult };
+  "shutdown": { params: void; result: null };
+  "workspace/open": { params: WorkspaceOpenParams; result: WorkspaceInfo };
+  "workspace/list": { params: WorkspaceListParams; result: WorkspaceListResult };
+  "workspace/changes": { params: WorkspaceChangesParams; result: WorkspaceChangesResult };
+  "workspace/diff": { params: WorkspaceDiffParams; result: WorkspaceDiffResult };
+  "workspace/commit": { params: WorkspaceCommitParams; result: WorkspaceCommitResult };
+  "workspace/discard": { params: WorkspaceDiscardParams; result: WorkspaceDiscardResult };
+  "workspace/checkpoint": { params: WorkspaceCheckpointParams; result: Checkpoint };
+  "workspace/checkpoints": { params: WorkspaceCheckpointsParams; result: WorkspaceCheckpointsResult };
+  "workspace/restore": { params: WorkspaceRestoreParams; result: Empty };
+  "workspace/deleteCheckpoint": { params: WorkspaceDeleteCheckpointParams; result: Empty };
+  "workspace/close": { params: WorkspaceCloseParams; result: Empty };
+  "fs/read": { params: FsReadParams; result: FsReadResult };
+  "fs/write": { params: FsWriteParams; result: FsWriteResult };
+  "fs/list": { params: FsListParams; result: FsListResult };
+  "fs/stat": { params: FsStatParams; result: FileEntry };
+  "fs/delete": { params: FsDeleteParams; result: Empty };
+  "fs/rename": { params: FsRenameParams; result: Empty };
+  "fs/mkdir": { params: FsMkdirParams; result: Empty };
+  "fs/watch": { params: FsWatchParams; result: FsWatchResult };
+  "fs/unwatch": { params: FsUnwatchParams; result: Empty };
+  "kernel/start": { params: KernelStartParams; result: KernelStartResult };
+  "kernel/execute": { params: KernelExecuteParams; result: ExecuteResult };
+  "kernel/interrupt": { params: KernelIDParams; result: Empty };
+  "kernel/restart": { params: KernelIDParams; result: Empty };
+  "kernel/shutdown": { params: KernelIDParams; result: Empty };
+  "kernel/attach": { params: KernelAttachParams; result: Empty };
+  "kernel/detach": { params: KernelIDParams; result: Empty };
+  "kernel/history": { params: KernelHistoryParams; result: KernelHistoryResult };
+  "kernel/list": { params: KernelListParams; result: KernelListResult };
+  "kernel/complete": { params: KernelCompleteParams; result: KernelCompleteResult };
+  "kernel/inspect": { params: KernelInspectParams; result: KernelInspectResult };
+  "kernel/isComplete": { params: KernelIsCompleteParams; result: KernelIsCompleteResult };
+  "kernel/variables": { params: KernelIDParams; result: KernelVariablesResult };
+  "pty/open": { params: PtyOpenParams; result: PtyOpenResult };
+  "pty/write": { params: PtyWriteParams; result: Empty };
+  "pty/resize": { params: PtyResizeParams; result: Empty };
+  "pty/attach": { params: PtyAttachParams; result: PtyAttachResult };
+  "pty/ack": { params: PtyAckParams; result: Empty };
+  "pty/close": { params: PtyIDParams; result: Empty };
+  "daemon/stats": { params: DaemonStatsParams; result: DaemonStats };
+}
+
+/** The params type of every client-to-server notification, by method. */
+export interface Notifications {
+  "initialized": InitializedParams;
+  "exit": void;
+  "$/cancelRequest": CancelParams;
+}
+
+/**
+ * The params and result types of every server-to-client request, by method
+ * (protocol.Client).
+ */
+export interface ServerRequests {
+  "kernel/inputRequest": { params: KernelInputRequestParams; result: KernelInputReply };
+}
+
+/**
+ * The params type of every server-to-client notification, by method
+ * (protocol.Client).
+ */
+export interface ServerNotifications {
+  "$/progress": ProgressParams;
+  "fs/didChange": FsDidChangeParams;
+  "kernel/output": KernelOutputParams;
+  "kernel/status": KernelStatusParams;
+  "pty/output": PtyOutputParams;
+  "pty/exit": PtyExitParams;
+}
+
+export type RequestMethod = keyof Requests;
+export type RequestParams<M extends RequestMethod> = Requests[M]["params"];
+export type RequestResult<M extends RequestMethod> = Requests[M]["result"];
+export type NotificationMethod = keyof Notifications;
+export type ServerRequestMethod = keyof ServerRequests;
+export type ServerNotificationMethod = keyof ServerNotifications;
+
+/**
+ * The params argument of a call whose params type is P, as a rest tuple: it
+ * may be left out when P is void or when every field of P is optional.
+ */
+export type ParamsArg<P> = [P] extends [void] ? [params?: undefined] : Record<never, never> extends P ? [params?: P] : [params: P];
