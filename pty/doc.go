@@ -21,9 +21,10 @@
 // then takes whatever else is already there, so a keystroke's echo goes out
 // at once and a busy program's output in big chunks. Each chunk gets the
 // next seq (from 1) and goes into the scrollback and to every attached
-// [Sink]. In utf8 a chunk never splits a UTF-8 sequence (an incomplete tail
-// waits for the next read) and bytes that are not UTF-8 become U+FFFD; base64
-// is byte-exact. Input (pty/write) is queued, in order, and a writer
+// [Sink]. In utf8 the bytes are carried as a kernel's streams are
+// ([protocol.UTF8Chunker]): a chunk never splits a UTF-8 sequence (an
+// incomplete tail waits for the next read) and each byte that is not UTF-8
+// becomes one U+FFFD; base64 is byte-exact. Input (pty/write) is queued, in order, and a writer
 // goroutine hands it to the master; at most [MaxInputBytes] wait for a
 // program that does not read. Resize sets the size on the master; the kernel
 // sends the program SIGWINCH. Sizes are 1..[MaxCols] x 1..[MaxRows].

@@ -5,18 +5,14 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
-// feed runs the encoder over reads as the reader does (tail in front of
-// each read) and returns the chunks.
+// feed runs the encoder over reads as the reader does and returns the
+// chunks.
 func feed(e *encoder, reads ...[]byte) []string {
 	var out []string
 	for _, r := range reads {
-		buf := make([]byte, tailRoom+len(r))
-		copy(buf[tailRoom:], r)
-		start := e.prepend(buf)
-		if s := e.encode(buf[start:]); s != "" {
+		if s := e.encode(r); s != "" {
 			out = append(out, s)
 		}
 	}
@@ -26,50 +22,15 @@ func feed(e *encoder, reads ...[]byte) []string {
 	return out
 }
 
+// TestEncoderUTF8: in utf8 the encoder is protocol.UTF8Chunker (tested
+// there): a sequence split between reads is carried, and each byte that is
+// not UTF-8 is one U+FFFD.
 func TestEncoderUTF8(t *testing.T) {
-	euro := []byte("€")  // e2 82 ac
-	smile := []byte("😀") // f0 9f 98 80
-	tests := []struct {
-		name  string
-		reads [][]byte
-		want  []string
-	}{
-		{"ascii", [][]byte{[]byte("hello"), []byte(" world")}, []string{"hello", " world"}},
-		{"three-byte split 1+2", [][]byte{append([]byte("a"), euro[:1]...), append(euro[1:], 'b')}, []string{"a", "€b"}},
-		{"three-byte split 2+1", [][]byte{append([]byte("a"), euro[:2]...), euro[2:]}, []string{"a", "€"}},
-		{"four-byte over three reads", [][]byte{smile[:1], smile[1:3], smile[3:]}, []string{"😀"}},
-		{"invalid byte", [][]byte{[]byte("a\xffb")}, []string{"a\uFFFDb"}},
-		{"each invalid byte", [][]byte{[]byte("\xc0\xafz")}, []string{"\uFFFD\uFFFDz"}},
-		{"cut short at the end", [][]byte{append([]byte("x"), smile[:2]...)}, []string{"x", "\uFFFD\uFFFD"}},
-		{"lone lead byte then ascii", [][]byte{euro[:1], []byte("q")}, []string{"\uFFFDq"}},
-		{"surrogate is invalid", [][]byte{[]byte("\xed\xa0\x80")}, []string{"\uFFFD\uFFFD\uFFFD"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := feed(&encoder{}, tt.reads...)
-			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-				t.Fatalf("chunks %q, want %q", got, tt.want)
-			}
-			for _, c := range got {
-				if !utf8.ValidString(c) {
-					t.Fatalf("chunk %q is not valid UTF-8", c)
-				}
-			}
-		})
-	}
-}
-
-// TestEncoderUTF8EverySplit cuts a text of 1- to 4-byte characters at every
-// position: the chunks are valid and join to the text.
-func TestEncoderUTF8EverySplit(t *testing.T) {
-	text := []byte("aé€😀b€😀é")
-	for i := 0; i <= len(text); i++ {
-		for j := i; j <= len(text); j++ {
-			got := feed(&encoder{}, text[:i], text[i:j], text[j:])
-			if strings.Join(got, "") != string(text) {
-				t.Fatalf("split at %d,%d: %q", i, j, got)
-			}
-		}
+	euro := []byte("€") // e2 82 ac
+	reads := [][]byte{append([]byte("a\xff\xfe"), euro[:1]...), append(euro[1:], 'b'), euro[:2]}
+	want := []string{"a\uFFFD\uFFFD", "€b", "\uFFFD\uFFFD"}
+	if got := feed(&encoder{}, reads...); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("chunks %q, want %q", got, want)
 	}
 }
 

@@ -160,7 +160,7 @@ func (s *Session) start() error {
 // read is the reader goroutine: it reads the master into chunks until the
 // program has ended and its output is drained, then reports the exit.
 func (s *Session) read() {
-	buf := make([]byte, tailRoom+ChunkBytes)
+	buf := make([]byte, ChunkBytes)
 	e := encoder{base64: s.enc == protocol.EncodingBase64}
 	var drainStart time.Time
 	var drained int
@@ -174,17 +174,14 @@ func (s *Session) read() {
 			}
 			_ = s.master.SetReadDeadline(time.Now().Add(drainIdle))
 		}
-		start := e.prepend(buf)
-		n, err := s.fill(buf[tailRoom:])
+		n, err := s.fill(buf)
 		if n > 0 {
 			if !drainStart.IsZero() {
 				drained += n
 			}
-			if data := e.encode(buf[start : tailRoom+n]); data != "" {
+			if data := e.encode(buf[:n]); data != "" {
 				s.emit(data)
 			}
-		} else if start < tailRoom {
-			e.ntail = copy(e.tail[:], buf[start:tailRoom]) // nothing new: keep the tail
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
