@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,13 +53,13 @@ type fileState struct {
 	base  map[string]baseline // loaded on first use
 }
 
-var fileStates sync.Map // workspace dir -> *fileState
-
+// fileState is the workspace's fileState, kept by its Manager and made on
+// first use.
 func (w *Workspace) fileState() *fileState {
-	if st, ok := fileStates.Load(w.dir); ok {
+	if st, ok := w.m.fileStates.Load(w.dir); ok {
 		return st.(*fileState)
 	}
-	st, _ := fileStates.LoadOrStore(w.dir, &fileState{sem: make(chan struct{}, 1)})
+	st, _ := w.m.fileStates.LoadOrStore(w.dir, &fileState{sem: make(chan struct{}, 1)})
 	return st.(*fileState)
 }
 

@@ -61,6 +61,15 @@ type Manager struct {
 	mu   sync.Mutex // guards open
 	open map[string]*Workspace
 
+	// fileStates holds each workspace's file-operation lock and baselines,
+	// by its directory, so that they outlive a close and a reopen (see
+	// fileState).
+	fileStates sync.Map // workspace dir -> *fileState
+
+	hubsMu sync.Mutex // guards hubs; held while a hub is made or dropped
+	// hubs holds each workspace's watch hub while it has watches.
+	hubs map[*Workspace]*watchHub
+
 	cgroupOnce sync.Once // logs once why sandboxes have no cgroups
 }
 
@@ -89,7 +98,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if fs, err := sandbox.FilesystemType(dir); err == nil && fs == "overlay" {
 		return nil, fmt.Errorf("%w: the state dir %s is on overlayfs, which cannot hold an overlay's upper layer; use --state-dir on another filesystem", ErrSandboxUnavailable, opts.StateDir)
 	}
-	m := &Manager{opts: opts, log: opts.Logger, dir: dir, open: make(map[string]*Workspace)}
+	m := &Manager{opts: opts, log: opts.Logger, dir: dir, open: make(map[string]*Workspace), hubs: make(map[*Workspace]*watchHub)}
 	for _, h := range append([]string{opts.StateDir}, opts.Hidden...) {
 		if real, err := filepath.EvalSymlinks(h); err == nil {
 			m.hidden = append(m.hidden, real)

@@ -47,6 +47,9 @@ type WatchBatch struct {
 
 type Watch struct{}
 
+// watchHub: see watchhub_linux.go.
+type watchHub struct{}
+
 func (*Watch) Close() {}
 
 func (w *Workspace) Watch(WatchOptions, func(WatchBatch)) (*Watch, error) {

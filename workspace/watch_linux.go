@@ -69,12 +69,6 @@ type Watch struct {
 	closeOnce sync.Once
 }
 
-// hubs holds each workspace's hub while it has watches.
-var hubs struct {
-	mu sync.Mutex // guards m; held while a hub is made or dropped
-	m  map[*Workspace]*watchHub
-}
-
 // Watch starts reporting the workspace's file changes: writes by code in
 // the sandbox and, for overlay and direct workspaces, edits made to the
 // project from outside. deliver is called with each batch from the
@@ -105,18 +99,15 @@ func (w *Workspace) Watch(opts WatchOptions, deliver func(WatchBatch)) (*Watch, 
 		index: make(map[string]int),
 		wake:  make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	hubs.mu.Lock()
-	defer hubs.mu.Unlock()
-	h := hubs.m[w]
+	w.m.hubsMu.Lock()
+	defer w.m.hubsMu.Unlock()
+	h := w.m.hubs[w]
 	if h == nil {
 		var err error
 		if h, err = newWatchHub(w); err != nil {
 			return nil, err
 		}
-		if hubs.m == nil {
-			hubs.m = make(map[*Workspace]*watchHub)
-		}
-		hubs.m[w] = h
+		w.m.hubs[w] = h
 	}
 	wt.hub = h
 	h.mu.Lock()
@@ -130,15 +121,16 @@ func (w *Workspace) Watch(opts WatchOptions, deliver func(WatchBatch)) (*Watch, 
 func (wt *Watch) Close() {
 	wt.closeOnce.Do(func() {
 		h := wt.hub
-		hubs.mu.Lock()
+		m := h.w.m
+		m.hubsMu.Lock()
 		h.mu.Lock()
 		delete(h.subs, wt)
-		last := len(h.subs) == 0 && hubs.m[h.w] == h
+		last := len(h.subs) == 0 && m.hubs[h.w] == h
 		h.mu.Unlock()
 		if last {
-			delete(hubs.m, h.w)
+			delete(m.hubs, h.w)
 		}
-		hubs.mu.Unlock()
+		m.hubsMu.Unlock()
 		if last {
 			h.close()
 		}
@@ -155,10 +147,10 @@ func (wt *Watch) end() {
 // CloseWatches ends every watch of the workspace (it is closing): none
 // delivers a batch once it returns, and their Close does nothing more.
 func (w *Workspace) CloseWatches() {
-	hubs.mu.Lock()
-	h := hubs.m[w]
-	delete(hubs.m, w)
-	hubs.mu.Unlock()
+	w.m.hubsMu.Lock()
+	h := w.m.hubs[w]
+	delete(w.m.hubs, w)
+	w.m.hubsMu.Unlock()
 	if h == nil {
 		return
 	}

@@ -308,9 +308,9 @@ func TestWatchGlobsAndClose(t *testing.T) {
 		t.Fatalf("a closed watch got a batch")
 	}
 	wall.Close()
-	hubs.mu.Lock()
-	_, open := hubs.m[w]
-	hubs.mu.Unlock()
+	w.m.hubsMu.Lock()
+	_, open := w.m.hubs[w]
+	w.m.hubsMu.Unlock()
 	if open {
 		t.Fatal("the hub outlived its last watch")
 	}
@@ -360,7 +360,7 @@ func TestWatchLimit(t *testing.T) {
 		}
 	}
 	// A scratch workspace over root; watching needs no sandbox.
-	w := &Workspace{m: &Manager{log: slog.New(slog.DiscardHandler)}, id: "ws-limit", root: root, mode: protocol.WorkspaceModeScratch}
+	w := &Workspace{m: &Manager{log: slog.New(slog.DiscardHandler), hubs: map[*Workspace]*watchHub{}}, id: "ws-limit", root: root, mode: protocol.WorkspaceModeScratch}
 	_, err := w.Watch(WatchOptions{}, func(WatchBatch) {})
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "max_user_watches") {
 		t.Fatalf("watching 11 directories under a limit of 8: %v, want ErrLimit naming fs.inotify.max_user_watches", err)
