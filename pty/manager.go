@@ -75,7 +75,7 @@ type Manager struct {
 	perWS    map[string]int // running, by workspace id
 	exited   []*Session     // ended and still attachable, oldest first
 	closed   bool
-	stop     chan struct{} // closed by Shutdown: ends cull
+	stop     chan struct{} // closed by Close: ends cull
 }
 
 // NewManager returns a Manager.
@@ -347,9 +347,9 @@ func (m *Manager) Get(id string) (*Session, error) {
 	return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 }
 
-// Close is pty/close: the program and everything it started are killed
-// (pty/exit still goes out), and the terminal is forgotten.
-func (m *Manager) Close(ctx context.Context, id string) error {
+// CloseSession is pty/close: the program and everything it started are
+// killed (pty/exit still goes out), and the terminal is forgotten.
+func (m *Manager) CloseSession(ctx context.Context, id string) error {
 	s, err := m.Get(id)
 	if err != nil {
 		return err
@@ -394,9 +394,9 @@ func (m *Manager) CloseOpenedBy(ctx context.Context, k Sink) {
 	wg.Wait()
 }
 
-// Shutdown closes every terminal and waits for their goroutines; Open
-// fails afterwards.
-func (m *Manager) Shutdown() {
+// Close closes every terminal and waits for their goroutines (the daemon
+// is ending); Open fails afterwards.
+func (m *Manager) Close() {
 	m.mu.Lock()
 	if !m.closed {
 		close(m.stop)

@@ -47,7 +47,7 @@ func newEnv(t *testing.T, opts Options) *env {
 	opts.Workspaces = ws
 	m := NewManager(opts)
 	t.Cleanup(func() {
-		m.Shutdown()
+		m.Close()
 		for _, info := range ws.List() {
 			_ = ws.Close(context.Background(), info.WorkspaceID, true)
 		}
@@ -257,7 +257,7 @@ func TestSessionBasics(t *testing.T) {
 				t.Errorf("resize %v: %v, want ErrInvalid naming the field", bad, err)
 			}
 		}
-		if err := e.m.Close(context.Background(), s.ID()); err != nil {
+		if err := e.m.CloseSession(context.Background(), s.ID()); err != nil {
 			t.Fatal(err)
 		}
 		if got := k.waitExit(t); got.Signal != "SIGKILL" || got.ExitCode != 137 {
@@ -338,7 +338,7 @@ func TestSessionScratchAndClose(t *testing.T) {
 	if len(e.ws.List()) != 1 {
 		t.Fatalf("workspaces %v, want the terminal's own", e.ws.List())
 	}
-	if err := e.m.Close(context.Background(), s.ID()); err != nil {
+	if err := e.m.CloseSession(context.Background(), s.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if got := k.waitExit(t); got.Signal != "SIGKILL" {
@@ -590,7 +590,7 @@ func TestSessionLimits(t *testing.T) {
 		t.Fatalf("Len %d, want 3", e.m.Len())
 	}
 	// Closing one makes room.
-	if err := e.m.Close(context.Background(), open[0].ID()); err != nil {
+	if err := e.m.CloseSession(context.Background(), open[0].ID()); err != nil {
 		t.Fatal(err)
 	}
 	e.open(t, protocol.PtyOpenParams{WorkspaceID: a, Command: sleep}, newSink())
@@ -636,7 +636,7 @@ func TestSessionCtrlC(t *testing.T) {
 		t.Fatalf("SigIgn in %q: %v", out, err)
 	}
 	if ignored&(1<<(syscall.SIGINT-1)) != 0 {
-		_ = e.m.Close(context.Background(), s.ID())
+		_ = e.m.CloseSession(context.Background(), s.ID())
 		t.Fatalf("the terminal's program starts with SIGINT ignored (SigIgn %#x): ^C cannot interrupt it", ignored)
 	}
 	// ^C once sleep runs. Sooner, the shell's child may take SIGINT

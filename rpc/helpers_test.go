@@ -150,7 +150,7 @@ func newTestDaemon(t testing.TB, opts Options) *Daemon {
 	}
 	if opts.Ptys == nil {
 		p := pty.NewManager(pty.Options{Workspaces: opts.Workspaces})
-		t.Cleanup(p.Shutdown) // before the workspaces' Shutdown
+		t.Cleanup(p.Close) // before the workspaces' Shutdown
 		opts.Ptys = p
 	}
 	if opts.Kernels == nil {

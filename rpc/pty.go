@@ -106,7 +106,7 @@ func (c *conn) PtyClose(ctx context.Context, p *protocol.PtyIDParams) (*protocol
 	if p.PtyID == "" {
 		return nil, missingField(protocol.MethodPtyClose, "ptyId")
 	}
-	if err := c.d.opts.Ptys.Close(ctx, p.PtyID); err != nil {
+	if err := c.d.opts.Ptys.CloseSession(ctx, p.PtyID); err != nil {
 		return nil, err
 	}
 	return &protocol.Empty{}, nil

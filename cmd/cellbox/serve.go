@@ -109,7 +109,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	defer ws.Shutdown()
 	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log, CullIdle: cfg.cullIdle})
-	defer ptys.Shutdown() // before the workspaces'
+	defer ptys.Close() // before the workspaces'
 	caps, languages := hostCapabilities(cfg.stateDir, log)
 	kernels := kernel.NewManager(kernel.Options{
 		Workspaces: ws, Languages: languages, Logger: log, CullIdle: cfg.cullIdle,
