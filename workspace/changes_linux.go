@@ -67,18 +67,76 @@ func (c *change) protocol() protocol.Change {
 // Changes lists the workspace's changes (PROTOCOL.md §3 workspace/changes),
 // sorted by path.
 func (w *Workspace) Changes(ctx context.Context) ([]protocol.Change, error) {
-	_, unlock, err := w.lockFiles(ctx)
+	var out []protocol.Change
+	err := w.withChanges(ctx, nil, nil, func(cs changeSet) error {
+		out = make([]protocol.Change, len(cs.sel))
+		for i := range cs.sel {
+			out[i] = cs.sel[i].protocol()
+		}
+		return nil
+	})
+	return out, err
+}
+
+// changeSet is what withChanges hands its caller.
+type changeSet struct {
+	st      *fileState // locked
+	sel     []change   // the changes at or below the paths asked for, sorted by path
+	newDirs []string   // every new directory of the upper layer (see scanDirs)
+}
+
+// withChanges is the preamble of Changes, Diff, Discard, Commit and
+// Checkpoint: it takes the file-operation lock (lockFiles), runs before
+// (may be nil) under it, scans the upper layer (scanDirs) and keeps the
+// changes at or below paths (none: every change; selectChanges), then runs
+// fn with them, still under the lock.
+func (w *Workspace) withChanges(ctx context.Context, paths []string, before func() error, fn func(cs changeSet) error) error {
+	st, unlock, err := w.lockFiles(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
-	cs, err := w.scan(ctx)
-	if err != nil {
-		return nil, err
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
 	}
-	out := make([]protocol.Change, len(cs))
-	for i := range cs {
-		out[i] = cs[i].protocol()
+	all, newDirs, err := w.scanDirs(ctx)
+	if err != nil {
+		return err
+	}
+	sel, err := selectChanges(all, paths)
+	if err != nil {
+		return err
+	}
+	return fn(changeSet{st: st, sel: sel, newDirs: newDirs})
+}
+
+// selectChanges keeps the changes at or below the given workspace-relative
+// paths (none: every change).
+func selectChanges(all []change, paths []string) ([]change, error) {
+	if len(paths) == 0 {
+		return all, nil
+	}
+	var prefixes []string
+	for _, p := range paths {
+		rel, err := relPath(p)
+		if err != nil {
+			return nil, err
+		}
+		if rel == "." {
+			return all, nil
+		}
+		prefixes = append(prefixes, rel)
+	}
+	var out []change
+	for _, c := range all {
+		for _, p := range prefixes {
+			if c.path == p || strings.HasPrefix(c.path, p+"/") {
+				out = append(out, c)
+				break
+			}
+		}
 	}
 	return out, nil
 }
@@ -543,35 +601,6 @@ func orDot(rel string) string {
 		return "."
 	}
 	return rel
-}
-
-// selectChanges keeps the changes at or below the given workspace-relative
-// paths (none: every change).
-func selectChanges(all []change, paths []string) ([]change, error) {
-	if len(paths) == 0 {
-		return all, nil
-	}
-	var prefixes []string
-	for _, p := range paths {
-		rel, err := relPath(p)
-		if err != nil {
-			return nil, err
-		}
-		if rel == "." {
-			return all, nil
-		}
-		prefixes = append(prefixes, rel)
-	}
-	var out []change
-	for _, c := range all {
-		for _, p := range prefixes {
-			if c.path == p || strings.HasPrefix(c.path, p+"/") {
-				out = append(out, c)
-				break
-			}
-		}
-	}
-	return out, nil
 }
 
 // openProject opens the project directory, refusing a symlink put in its

@@ -84,20 +84,17 @@ func (w *Workspace) maxCheckpoints() int {
 // workspace's changes as they are now (read through the live mount).
 // progress (may be nil) is called after each file.
 func (w *Workspace) Checkpoint(ctx context.Context, name string, progress func(done, total int)) (protocol.Checkpoint, error) {
-	_, unlock, err := w.lockFiles(ctx)
+	var cp protocol.Checkpoint
+	err := w.withChanges(ctx, nil, nil, func(cs changeSet) (err error) {
+		if cp, err = w.saveCheckpoint(ctx, cs.sel, name, progress); err != nil {
+			return err
+		}
+		w.pruneCheckpoints()
+		return nil
+	})
 	if err != nil {
 		return protocol.Checkpoint{}, err
 	}
-	defer unlock()
-	all, err := w.scan(ctx)
-	if err != nil {
-		return protocol.Checkpoint{}, err
-	}
-	cp, err := w.saveCheckpoint(ctx, all, name, progress)
-	if err != nil {
-		return protocol.Checkpoint{}, err
-	}
-	w.pruneCheckpoints()
 	return cp, nil
 }
 

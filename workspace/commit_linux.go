@@ -56,25 +56,32 @@ import (
 // no longer a change; its baseline becomes the project's new file.
 // progress (may be nil) is called after each path.
 func (w *Workspace) Commit(ctx context.Context, paths []string, progress func(done, total int)) (*protocol.WorkspaceCommitResult, error) {
-	st, unlock, err := w.lockFiles(ctx)
-	if err != nil {
-		return nil, err
+	proj := -1
+	defer func() {
+		if proj >= 0 {
+			unix.Close(proj)
+		}
+	}()
+	// Before the scan: open the project and remove what a killed commit
+	// left in it.
+	prepare := func() (err error) {
+		if proj, err = w.openProject(); err != nil {
+			return err
+		}
+		w.recoverCommit(proj)
+		return nil
 	}
-	defer unlock()
-	proj, err := w.openProject()
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(proj)
-	w.recoverCommit(proj)
-	all, err := w.scan(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sel, err := selectChanges(all, paths)
-	if err != nil {
-		return nil, err
-	}
+	var res *protocol.WorkspaceCommitResult
+	err := w.withChanges(ctx, paths, prepare, func(cs changeSet) (err error) {
+		res, err = w.commit(ctx, cs.st, proj, cs.sel, progress)
+		return err
+	})
+	return res, err
+}
+
+// commit is Commit of the changes sel; the caller holds the lock (st) and
+// the project (proj).
+func (w *Workspace) commit(ctx context.Context, st *fileState, proj int, sel []change, progress func(done, total int)) (*protocol.WorkspaceCommitResult, error) {
 	res := &protocol.WorkspaceCommitResult{Applied: []string{}, Conflicts: []protocol.Conflict{}}
 	if len(sel) == 0 {
 		return res, nil

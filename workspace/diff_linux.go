@@ -15,19 +15,16 @@ import (
 // (or of those at or below paths), the project's file against the
 // workspace's as the live mount shows it. See diff.go for the limits.
 func (w *Workspace) Diff(ctx context.Context, paths []string) ([]protocol.FileDiff, error) {
-	_, unlock, err := w.lockFiles(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	all, err := w.scan(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sel, err := selectChanges(all, paths)
-	if err != nil {
-		return nil, err
-	}
+	var out []protocol.FileDiff
+	err := w.withChanges(ctx, paths, nil, func(cs changeSet) (err error) {
+		out, err = w.diff(ctx, cs.sel)
+		return err
+	})
+	return out, err
+}
+
+// diff is Diff of the changes sel; the caller holds the lock.
+func (w *Workspace) diff(ctx context.Context, sel []change) ([]protocol.FileDiff, error) {
 	view, err := w.openView()
 	if err != nil {
 		return nil, err

@@ -28,20 +28,19 @@ import (
 // however deep. The upper layer then holds a copy equal to the project's,
 // which is no change. It returns the discarded paths.
 func (w *Workspace) Discard(ctx context.Context, paths []string) ([]string, error) {
-	st, unlock, err := w.lockFiles(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	all, newDirs, err := w.scanDirs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sel, err := selectChanges(all, paths)
-	if err != nil {
-		return nil, err
-	}
-	trees, err := selectTrees(newDirs, paths)
+	var out []string
+	err := w.withChanges(ctx, paths, nil, func(cs changeSet) (err error) {
+		out, err = w.discard(ctx, cs, paths)
+		return err
+	})
+	return out, err
+}
+
+// discard is Discard of the changes cs holds, selected by paths; the
+// caller holds the lock. An error may come with the paths done before it.
+func (w *Workspace) discard(ctx context.Context, cs changeSet, paths []string) ([]string, error) {
+	st, sel := cs.st, cs.sel
+	trees, err := selectTrees(cs.newDirs, paths)
 	if err != nil {
 		return nil, err
 	}
