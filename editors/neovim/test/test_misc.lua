@@ -1,5 +1,5 @@
--- The help file (tags build, every command documented), $/progress in status(), and the
--- framing of messages split across reads.
+-- The help file (tags build, every command and Lua function documented), $/progress in
+-- status(), and the framing of messages split across reads.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
 local plugin = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
 
@@ -28,6 +28,18 @@ H.main(function()
       end
     end
     H.check(tags:find("cellbox-config", 1, true))
+  end)
+
+  H.test("doc/cellbox.txt: every function of the Lua API is require('cellbox')'s", function()
+    local doc = table.concat(vim.fn.readfile(plugin .. "/doc/cellbox.txt"), "\n")
+    local list = assert(doc:match("require%('cellbox'%) has:(.-)The run functions"), "no Lua API section")
+    local n = 0
+    for name in list:gmatch("([%a_]+)%(") do
+      n = n + 1
+      H.eq("function", type(cb[name]), "require('cellbox')." .. name)
+    end
+    H.check(n >= 25, "functions documented: " .. n)
+    H.eq("function", type(cb.omnifunc), "require('cellbox').omnifunc")
   end)
 
   H.test("$/progress shows in status() until it ends; frames split across reads", function()

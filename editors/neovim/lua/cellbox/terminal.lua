@@ -5,9 +5,9 @@ local api = vim.api
 
 local M = {}
 
-local link = require("cellbox.link")
-local cb, call, notify = link.cb, link.call, link.notify
-local state = require("cellbox")._state
+local session = require("cellbox.session")
+local call, notify = session.call, session.notify
+local state = session.state
 
 -- Notifications of a pty that arrive before its pty/open reply has been handled (they can share
 -- a read) are kept here and replayed once the terminal buffer exists.
@@ -50,11 +50,11 @@ end
 --- :CellboxTerminal [command...]: a sandboxed pty of the workspace in a terminal buffer.
 --- Returns the buffer and the ptyId.
 function M.terminal(command)
-  local c = cb()._client_or_err()
+  local c = session.client_or_err()
   if not c then
     return
   end
-  local ws = cb().workspace()
+  local ws = session.workspace()
   vim.cmd("botright new")
   local buf = api.nvim_get_current_buf()
   local win = api.nvim_get_current_win()

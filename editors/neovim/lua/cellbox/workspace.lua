@@ -5,12 +5,12 @@ local api = vim.api
 
 local M = {}
 
-local link = require("cellbox.link")
-local cb, call, notify = link.cb, link.call, link.notify
-local state = require("cellbox")._state
+local session = require("cellbox.session")
+local call, notify = session.call, session.notify
+local state = session.state
 
 local function ws_or_err()
-  local ws = cb().workspace()
+  local ws = session.workspace()
   if not ws then
     notify("no workspace (config.workspace is false or opening it failed)", vim.log.levels.ERROR)
   end
@@ -21,7 +21,7 @@ local function paths_arg(path)
   if path == nil or path == "" then
     return nil
   end
-  local root = state.workspace.root or cb().root()
+  local root = state.workspace.root or session.root()
   local abs = vim.fn.fnamemodify(path, ":p")
   if vim.startswith(abs, root .. "/") then
     return { abs:sub(#root + 2) }
