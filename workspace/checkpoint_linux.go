@@ -20,10 +20,6 @@ import (
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
-// DefaultMaxCheckpoints is the number of checkpoints kept per workspace
-// unless Options.MaxCheckpoints (--max-checkpoints) says otherwise.
-const DefaultMaxCheckpoints = 50
-
 // Checkpoints: a checkpoint is a saved copy of a workspace's changes,
 // on disk under the workspace's state dir (ARCHITECTURE.md constraint 7):
 //

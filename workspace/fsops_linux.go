@@ -21,17 +21,6 @@ import (
 // workspace's sandbox (ARCHITECTURE.md constraint 1). See README.md, "File
 // operations", for the rules.
 
-const (
-	// MaxFileBytes bounds the content of one fs/read or fs/write: the
-	// file's bytes, before encoding (base64 makes them a third larger).
-	// It matches the default --max-message-bytes, so a client with the
-	// same limit can write what it read. Over it: ErrLimit (-32012).
-	MaxFileBytes = 16 << 20
-	// MaxListEntries bounds the entries of one fs/list; a larger tree is
-	// listed one directory at a time. Over it: ErrLimit (-32012).
-	MaxListEntries = 100_000
-)
-
 // fsErr adds the operation and path to err and classifies it with this
 // package's sentinels. A missing file stays fs.ErrNotExist (rpc answers
 // it with -32001 NotFound).

@@ -97,3 +97,15 @@ func rlimits(l protocol.Limits) sandbox.Limits {
 		OpenFiles:     l.OpenFiles,
 	}
 }
+
+// Limits of the file operations (fsops_linux.go).
+const (
+	// MaxFileBytes bounds the content of one fs/read or fs/write: the
+	// file's bytes, before encoding (base64 makes them a third larger).
+	// It matches the default --max-message-bytes, so a client with the
+	// same limit can write what it read. Over it: ErrLimit (-32012).
+	MaxFileBytes = 16 << 20
+	// MaxListEntries bounds the entries of one fs/list; a larger tree is
+	// listed one directory at a time. Over it: ErrLimit (-32012).
+	MaxListEntries = 100_000
+)

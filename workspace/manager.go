@@ -48,6 +48,10 @@ type Options struct {
 	Logger         *slog.Logger
 }
 
+// DefaultMaxCheckpoints is the number of checkpoints kept per workspace
+// unless Options.MaxCheckpoints (--max-checkpoints) says otherwise.
+const DefaultMaxCheckpoints = 50
+
 // Manager owns the daemon's workspaces.
 type Manager struct {
 	opts Options

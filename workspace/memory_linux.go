@@ -203,6 +203,10 @@ func cgroupAnonShmem(dir string) int64 {
 	return total
 }
 
+// cgroup is a sandbox's cgroup (Workspace.cg); elsewhere than on Linux
+// there is none.
+type cgroup = sandbox.Cgroup
+
 // daemonCgroups is the daemon's delegated cgroup v2, prepared once for the
 // process (sandbox.OpenCgroups moves the daemon into a leaf of it); nil
 // with the reason where cgroups cannot be used.
@@ -230,4 +234,49 @@ func (w *Workspace) sandboxCgroup(sb *sandbox.Sandbox) *sandbox.Cgroup {
 		return nil
 	}
 	return cg
+}
+
+// checkMemory kills the sandbox's programs when together they hold more
+// memory than the memoryBytes of the programs it started add up to (none
+// of them unlimited). With a cgroup of its own the kernel counts (see
+// cgroupMemory), and enforces the same budget between ticks.
+func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *memoryState) {
+	w.mu.Lock()
+	var limit int64
+	for p := range w.procs {
+		if p.memory <= 0 {
+			limit = 0
+			break
+		}
+		limit += p.memory
+	}
+	w.mu.Unlock()
+	var used int64
+	if cg != nil {
+		var oom bool
+		used, oom = cgroupMemory(cg, limit, st)
+		if oom {
+			used = max(used, limit+1) // the kernel killed for the budget
+		}
+	}
+	if limit <= 0 {
+		return
+	}
+	if cg == nil || used < 0 {
+		used = memoryUsage(sb.InitPID())
+	}
+	if used <= limit {
+		return
+	}
+	// The reason kernels and clients know (a kernel/status dead reason);
+	// the figures go to the log.
+	const reason = "killed: memory limit"
+	w.m.log.Warn("memory limit: the sandbox's programs together (memfd and /dev/shm included) hold more than their memoryBytes add up to; killing them",
+		"workspace", w.id, "used_mib", used>>20, "limit_mib", limit>>20)
+	w.mu.Lock()
+	for p := range w.procs {
+		p.setReason(reason)
+	}
+	w.mu.Unlock()
+	_ = sb.KillAll()
 }

@@ -4,7 +4,6 @@ package workspace
 
 import (
 	"context"
-	"io/fs"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
@@ -34,17 +33,7 @@ func (w *Workspace) FsDelete(protocol.FsDeleteParams) error { return sandbox.Err
 func (w *Workspace) FsRename(protocol.FsRenameParams) error { return sandbox.ErrLinuxOnly }
 func (w *Workspace) FsMkdir(protocol.FsMkdirParams) error   { return sandbox.ErrLinuxOnly }
 
-// WatchOptions, WatchBatch and Watch: see watch_linux.go.
-type WatchOptions struct {
-	Globs []string
-	Queue int
-}
-
-type WatchBatch struct {
-	Changes  []protocol.FileChange
-	Overflow bool
-}
-
+// Watch: see watch_linux.go.
 type Watch struct{}
 
 // watchHub: see watchhub_linux.go.
@@ -60,7 +49,13 @@ func (w *Workspace) CloseWatches() {}
 
 func (m *Manager) cleanup() {}
 
-func blocks(fi fs.FileInfo) int64 { return fi.Size() }
+// cgroup: sandboxes have no cgroups here (see memory_linux.go).
+type cgroup struct{}
+
+// No sandbox starts here (sandbox.Start answers ErrLinuxOnly), so none has
+// a cgroup or a quota to watch.
+func (w *Workspace) sandboxCgroup(*sandbox.Sandbox) *cgroup { return nil }
+func (w *Workspace) watchQuota(*sandbox.Sandbox, *cgroup)   {}
 
 // Changes, diff, commit, discard and checkpoints read the overlay: Linux only.
 func (w *Workspace) Changes(context.Context) ([]protocol.Change, error) {

@@ -17,38 +17,18 @@ import (
 // README.md, "Watching", has the design.
 //
 // One hub per workspace (watchhub_linux.go) owns the inotify instance
-// (fsnotify) and every watch on its directories; each Watch is a subscriber with its own globs,
-// its own bounded queue of coalesced changes and its own sender goroutine,
-// so a slow client holds up only its own watch.
+// (fsnotify) and every watch on its directories; each Watch is a
+// subscriber with its own globs, its own bounded queue of coalesced
+// changes and its own sender goroutine, so a slow client holds up only its
+// own watch. WatchOptions and WatchBatch are in watch.go.
 
 const (
-	// DefaultWatchQueue bounds the distinct paths a watch holds while they
-	// wait to be sent. Past it, new paths are dropped and the next batch
-	// says Overflow: the client must rescan.
-	DefaultWatchQueue = 32768
 	// watchSettle is how long a change waits for the ones that usually
 	// follow it (a create, then its writes) before it is sent.
 	watchSettle = 10 * time.Millisecond
 	// watchInterval is the least time between two batches of a watch.
 	watchInterval = 50 * time.Millisecond
 )
-
-// WatchOptions configure a Watch.
-type WatchOptions struct {
-	// Globs select the paths reported (doublestar syntax, matched against
-	// workspace-relative paths); none: every path.
-	Globs []string
-	// Queue bounds the paths waiting to be sent (0: DefaultWatchQueue).
-	Queue int
-}
-
-// WatchBatch is one coalesced batch of changes: one entry per path.
-type WatchBatch struct {
-	Changes []protocol.FileChange
-	// Overflow: changes were lost (this watch's queue was full, or the
-	// kernel's inotify queue overflowed); the client should rescan.
-	Overflow bool
-}
 
 // Watch reports a workspace's file changes to one subscriber.
 type Watch struct {

@@ -28,7 +28,7 @@ type Workspace struct {
 
 	mu      sync.Mutex // guards the fields below
 	sb      *sandbox.Sandbox
-	cg      *sandbox.Cgroup // sb's cgroup where cgroups are delegated, else nil
+	cg      *cgroup // sb's cgroup where cgroups are delegated, else nil
 	network sandbox.Network
 	procs   map[*Proc]struct{}
 	quota   int64 // bytes the writable layer may hold (the smallest diskBytes of the programs running)

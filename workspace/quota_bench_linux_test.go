@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -51,4 +52,12 @@ func BenchmarkQuotaTick(b *testing.B) {
 			heldDeleted(os.Getpid())
 		}
 	})
+}
+
+// blocks is the space a file takes, as the walk by paths counted it.
+func blocks(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }
