@@ -19,7 +19,7 @@ import (
 	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 )
 
-// Helpers of the attack suite (attack_linux_test.go).
+// Helpers of the attack suite (attack_linux_test.go and attack_*_linux_test.go).
 
 // attackEnv is a Manager over a temporary state dir and a project holding
 // a few files.
