@@ -52,23 +52,6 @@ func openBeneath(root int, rel string, flags int) (int, error) {
 	return openat2(root, rel, flags|unix.O_NOFOLLOW, beneath)
 }
 
-// openParent opens the directory holding rel below root (O_RDONLY), with
-// no symlink followed on the way and no way above root: the project side
-// of commit and the view side of every write use it. rel may be longer
-// than PATH_MAX (see openDirBeneath).
-func openParent(root int, rel string) (int, string, error) {
-	dir, name := path.Split(rel)
-	dir = strings.TrimSuffix(dir, "/")
-	if dir == "" {
-		dir = "."
-	}
-	fd, err := openDirBeneath(root, dir, unix.O_RDONLY)
-	if err != nil {
-		return -1, "", &os.PathError{Op: "openat2", Path: shortForm(dir), Err: err}
-	}
-	return fd, name, nil
-}
-
 // beneathChunk is how much of a path one openat2 resolves: code in the
 // sandbox can make paths of any length, and the kernel takes at most
 // PATH_MAX (4096) at a time.
@@ -113,12 +96,27 @@ func openDirBeneath(root int, rel string, flags int) (int, error) {
 	return fd, nil
 }
 
-// shortForm cuts a very long path for a message.
-func shortForm(p string) string {
-	if len(p) <= 200 {
-		return p
+// openDirAt opens the directory name in dir for reading, not following a
+// symlink (ENOTDIR, ELOOP).
+func openDirAt(dir int, name string) (int, error) {
+	return unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// openParent opens the directory holding rel below root (O_RDONLY), with
+// no symlink followed on the way and no way above root: the project side
+// of commit and the view side of every write use it. rel may be longer
+// than PATH_MAX (see openDirBeneath).
+func openParent(root int, rel string) (int, string, error) {
+	dir, name := path.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
 	}
-	return p[:100] + fmt.Sprintf("...(%d bytes)...", len(p)-200) + p[len(p)-100:]
+	fd, err := openDirBeneath(root, dir, unix.O_RDONLY)
+	if err != nil {
+		return -1, "", &os.PathError{Op: "openat2", Path: shortForm(dir), Err: err}
+	}
+	return fd, name, nil
 }
 
 // hasDirBeneath: root (the project, the view) holds a real directory at
@@ -262,6 +260,14 @@ func mkdirAllBeneath(root int, rel string, mirror int, mask uint32, owner func(p
 	return fd, name, nil
 }
 
+// shortForm cuts a very long path for a message.
+func shortForm(p string) string {
+	if len(p) <= 200 {
+		return p
+	}
+	return p[:100] + fmt.Sprintf("...(%d bytes)...", len(p)-200) + p[len(p)-100:]
+}
+
 // reopen opens an O_PATH descriptor's object for I/O. It goes through
 // /proc/self/fd, so it is the same inode, whatever happened to its path.
 func reopen(fd, flags int) (*os.File, error) {
@@ -313,6 +319,22 @@ func readlinkAt(dir int, name string) (string, error) {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+func hasXattr(dir int, name, attr string) bool {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	_, err = unix.Fgetxattr(fd, attr, nil)
+	return err == nil
+}
+
+func xattrIs(fd int, attr, want string) bool {
+	buf := make([]byte, 16)
+	n, err := unix.Fgetxattr(fd, attr, buf)
+	return err == nil && string(buf[:n]) == want
 }
 
 // readNames lists a directory given by a descriptor (which stays open).
@@ -373,22 +395,6 @@ func readDirents(fd int) ([]dirent, error) {
 	}
 }
 
-func hasXattr(dir int, name, attr string) bool {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	_, err = unix.Fgetxattr(fd, attr, nil)
-	return err == nil
-}
-
-func xattrIs(fd int, attr, want string) bool {
-	buf := make([]byte, 16)
-	n, err := unix.Fgetxattr(fd, attr, buf)
-	return err == nil && string(buf[:n]) == want
-}
-
 // parseDirents returns the names in a buffer of linux_dirent64 records,
 // without "." and "..".
 func parseDirents(b []byte) []string {
@@ -408,149 +414,6 @@ func parseDirents(b []byte) []string {
 		b = b[reclen:]
 	}
 	return names
-}
-
-// removeTreeAt removes the directory name in dir and everything below it
-// by descriptors: down by openat (O_NOFOLLOW), up by ".." checked against
-// the device and inode seen on the way down, with two descriptors open at
-// most and a name and an inode number a level in memory. A directory code
-// made unreadable (its owner's, as the view's writer is) is given 0700
-// first.
-func removeTreeAt(dir int, name string) error {
-	type level struct {
-		name     string
-		dev, ino uint64
-	}
-	var dst unix.Stat_t
-	if err := unix.Fstat(dir, &dst); err != nil {
-		return err
-	}
-	open := func(parent int, n string) (int, unix.Stat_t, error) {
-		var st unix.Stat_t
-		if err := unix.Fstatat(parent, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return -1, st, err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return -1, st, unix.ENOTDIR
-		}
-		if st.Mode&0o700 != 0o700 {
-			_ = unix.Fchmodat(parent, n, 0o700, 0)
-		}
-		fd, err := unix.Openat(parent, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return -1, st, err
-		}
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			return -1, st, err
-		}
-		return fd, st, nil
-	}
-	cur, st, err := open(dir, name)
-	if err != nil {
-		return err
-	}
-	stack := []level{{name: "", dev: dst.Dev, ino: dst.Ino}, {name: name, dev: st.Dev, ino: st.Ino}}
-	buf := make([]byte, 32<<10)
-	for {
-		// Unlink what is not a directory; go down into the first
-		// directory met.
-		sub := ""
-		for sub == "" {
-			n, err := unix.Getdents(cur, buf)
-			if err != nil {
-				unix.Close(cur)
-				return fmt.Errorf("read a directory: %w", err)
-			}
-			if n <= 0 {
-				break
-			}
-			for _, e := range parseDirents(buf[:n]) {
-				var est unix.Stat_t
-				if unix.Fstatat(cur, e, &est, unix.AT_SYMLINK_NOFOLLOW) != nil {
-					continue
-				}
-				if est.Mode&unix.S_IFMT == unix.S_IFDIR {
-					sub = e
-					break
-				}
-				if err := unix.Unlinkat(cur, e, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-					unix.Close(cur)
-					return fmt.Errorf("unlink %q: %w", e, err)
-				}
-			}
-		}
-		if sub != "" {
-			next, st, err := open(cur, sub)
-			unix.Close(cur)
-			if err != nil {
-				return fmt.Errorf("open directory %q: %w", sub, err)
-			}
-			cur = next
-			stack = append(stack, level{name: sub, dev: st.Dev, ino: st.Ino})
-			continue
-		}
-		// Empty: up, and remove it.
-		top := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		parent, err := unix.Openat(cur, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(cur)
-		if err != nil {
-			return fmt.Errorf("open a directory's parent: %w", err)
-		}
-		var pst unix.Stat_t
-		if err := unix.Fstat(parent, &pst); err != nil || pst.Dev != stack[len(stack)-1].dev || pst.Ino != stack[len(stack)-1].ino {
-			unix.Close(parent)
-			return errTreeChanged
-		}
-		if err := unix.Unlinkat(parent, top.name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-			unix.Close(parent)
-			return fmt.Errorf("remove directory %q: %w", top.name, err)
-		}
-		if len(stack) == 1 {
-			unix.Close(parent)
-			return nil
-		}
-		cur = parent
-	}
-}
-
-// pruneUp removes the directory cur (at path d below root) if it is empty,
-// then its parent, n directories at most, stopping at the first that is
-// not empty and never above root. Each parent is reached by ".." and
-// checked to hold cur under the expected name. It closes cur.
-func pruneUp(root, cur int, d string, n int) {
-	defer func() { unix.Close(cur) }()
-	var rst unix.Stat_t
-	if unix.Fstat(root, &rst) != nil {
-		return
-	}
-	for ; n > 0 && d != ""; n-- {
-		var cst unix.Stat_t
-		if unix.Fstat(cur, &cst) != nil || (cst.Dev == rst.Dev && cst.Ino == rst.Ino) {
-			return
-		}
-		name := d
-		if i := strings.LastIndexByte(d, '/'); i >= 0 {
-			name, d = d[i+1:], d[:i]
-		} else {
-			d = ""
-		}
-		parent, err := unix.Openat(cur, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return
-		}
-		var nst unix.Stat_t
-		if unix.Fstatat(parent, name, &nst, unix.AT_SYMLINK_NOFOLLOW) != nil || nst.Dev != cst.Dev || nst.Ino != cst.Ino {
-			unix.Close(parent)
-			return // moved meanwhile: left alone
-		}
-		unix.Close(cur)
-		cur = parent
-		if unix.Unlinkat(cur, name, unix.AT_REMOVEDIR) != nil {
-			return // not empty: it stays
-		}
-	}
 }
 
 // chainOpen bounds the descriptors one side of a walk (the upper layer,
@@ -625,7 +488,7 @@ func (c *dirChain) pop() error {
 		if l.fd < 0 {
 			return errTreeChanged // cannot be: a closed link has an open child
 		}
-		fd, err := unix.Openat(l.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := openDirAt(l.fd, "..")
 		if err != nil {
 			return fmt.Errorf("open a directory's parent: %w", err)
 		}
@@ -648,4 +511,147 @@ func (c *dirChain) closeAll() {
 		}
 	}
 	c.links, c.open, c.first = nil, 0, 0
+}
+
+// removeTreeAt removes the directory name in dir and everything below it
+// by descriptors: down by openat (O_NOFOLLOW), up by ".." checked against
+// the device and inode seen on the way down, with two descriptors open at
+// most and a name and an inode number a level in memory. A directory code
+// made unreadable (its owner's, as the view's writer is) is given 0700
+// first.
+func removeTreeAt(dir int, name string) error {
+	type level struct {
+		name     string
+		dev, ino uint64
+	}
+	var dst unix.Stat_t
+	if err := unix.Fstat(dir, &dst); err != nil {
+		return err
+	}
+	open := func(parent int, n string) (int, unix.Stat_t, error) {
+		var st unix.Stat_t
+		if err := unix.Fstatat(parent, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return -1, st, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return -1, st, unix.ENOTDIR
+		}
+		if st.Mode&0o700 != 0o700 {
+			_ = unix.Fchmodat(parent, n, 0o700, 0)
+		}
+		fd, err := openDirAt(parent, n)
+		if err != nil {
+			return -1, st, err
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, st, err
+		}
+		return fd, st, nil
+	}
+	cur, st, err := open(dir, name)
+	if err != nil {
+		return err
+	}
+	stack := []level{{name: "", dev: dst.Dev, ino: dst.Ino}, {name: name, dev: st.Dev, ino: st.Ino}}
+	buf := make([]byte, 32<<10)
+	for {
+		// Unlink what is not a directory; go down into the first
+		// directory met.
+		sub := ""
+		for sub == "" {
+			n, err := unix.Getdents(cur, buf)
+			if err != nil {
+				unix.Close(cur)
+				return fmt.Errorf("read a directory: %w", err)
+			}
+			if n <= 0 {
+				break
+			}
+			for _, e := range parseDirents(buf[:n]) {
+				var est unix.Stat_t
+				if unix.Fstatat(cur, e, &est, unix.AT_SYMLINK_NOFOLLOW) != nil {
+					continue
+				}
+				if est.Mode&unix.S_IFMT == unix.S_IFDIR {
+					sub = e
+					break
+				}
+				if err := unix.Unlinkat(cur, e, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+					unix.Close(cur)
+					return fmt.Errorf("unlink %q: %w", e, err)
+				}
+			}
+		}
+		if sub != "" {
+			next, st, err := open(cur, sub)
+			unix.Close(cur)
+			if err != nil {
+				return fmt.Errorf("open directory %q: %w", sub, err)
+			}
+			cur = next
+			stack = append(stack, level{name: sub, dev: st.Dev, ino: st.Ino})
+			continue
+		}
+		// Empty: up, and remove it.
+		top := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		parent, err := openDirAt(cur, "..")
+		unix.Close(cur)
+		if err != nil {
+			return fmt.Errorf("open a directory's parent: %w", err)
+		}
+		var pst unix.Stat_t
+		if err := unix.Fstat(parent, &pst); err != nil || pst.Dev != stack[len(stack)-1].dev || pst.Ino != stack[len(stack)-1].ino {
+			unix.Close(parent)
+			return errTreeChanged
+		}
+		if err := unix.Unlinkat(parent, top.name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+			unix.Close(parent)
+			return fmt.Errorf("remove directory %q: %w", top.name, err)
+		}
+		if len(stack) == 1 {
+			unix.Close(parent)
+			return nil
+		}
+		cur = parent
+	}
+}
+
+// pruneUp removes the directory cur (at path d below root) if it is empty,
+// then its parent, n directories at most, stopping at the first that is
+// not empty and never above root. Each parent is reached by ".." and
+// checked to hold cur under the expected name. It closes cur.
+func pruneUp(root, cur int, d string, n int) {
+	defer func() { unix.Close(cur) }()
+	var rst unix.Stat_t
+	if unix.Fstat(root, &rst) != nil {
+		return
+	}
+	for ; n > 0 && d != ""; n-- {
+		var cst unix.Stat_t
+		if unix.Fstat(cur, &cst) != nil || (cst.Dev == rst.Dev && cst.Ino == rst.Ino) {
+			return
+		}
+		name := d
+		if i := strings.LastIndexByte(d, '/'); i >= 0 {
+			name, d = d[i+1:], d[:i]
+		} else {
+			d = ""
+		}
+		parent, err := openDirAt(cur, "..")
+		if err != nil {
+			return
+		}
+		var nst unix.Stat_t
+		if unix.Fstatat(parent, name, &nst, unix.AT_SYMLINK_NOFOLLOW) != nil || nst.Dev != cst.Dev || nst.Ino != cst.Ino {
+			unix.Close(parent)
+			return // moved meanwhile: left alone
+		}
+		unix.Close(cur)
+		cur = parent
+		if unix.Unlinkat(cur, name, unix.AT_REMOVEDIR) != nil {
+			return // not empty: it stays
+		}
+	}
 }

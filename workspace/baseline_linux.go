@@ -232,7 +232,7 @@ func walkTouched(upper string, since int64, fn func(p string, btime int64)) erro
 		f.names = f.names[:len(f.names)-1]
 		dir := chain.top()
 		if e.typ == unix.DT_DIR {
-			fd, err := unix.Openat(dir, e.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			fd, err := openDirAt(dir, e.name)
 			if err != nil {
 				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 					continue

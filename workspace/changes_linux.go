@@ -365,7 +365,7 @@ func (s *scanner) entry(name string) error {
 			return s.deletedAt(name, &pst, btime)
 		}
 	case unix.S_IFDIR:
-		cfd, err := unix.Openat(up, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		cfd, err := openDirAt(up, name)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				return nil
@@ -375,7 +375,7 @@ func (s *scanner) entry(name string) error {
 		op := xattrIs(cfd, "user.overlay.opaque", "y")
 		cproj := -1
 		if pexists && pst.Mode&unix.S_IFMT == unix.S_IFDIR {
-			if fd, err := unix.Openat(proj, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			if fd, err := openDirAt(proj, name); err == nil {
 				cproj = fd
 			}
 		} else if proj >= 0 {
@@ -419,7 +419,7 @@ func (s *scanner) deletedAt(name string, pst *unix.Stat_t, btime int64) error {
 	proj := s.proj.top()
 	switch pst.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		fd, err := unix.Openat(proj, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := openDirAt(proj, name)
 		if err != nil {
 			return nil // gone since, or unreadable: nothing the workspace shows
 		}

@@ -409,7 +409,7 @@ func listDir(dir *os.File, rel string, recursive bool, out *[]protocol.FileEntry
 		if !recursive || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
 		}
-		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		sub, err := openDirAt(fd, name)
 		if err != nil {
 			continue // unreadable or gone: listed, not descended
 		}
@@ -491,7 +491,7 @@ func (w *Workspace) FsDelete(p protocol.FsDeleteParams) error {
 // a symlink.
 func removeTree(dir int, name string) error {
 	for try := 0; ; try++ {
-		fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := openDirAt(dir, name)
 		if err != nil {
 			if err == unix.ENOTDIR || err == unix.ELOOP {
 				return unix.Unlinkat(dir, name, 0)
@@ -615,7 +615,7 @@ func copyTree(sdir int, sname string, ddir int, dname string) error {
 		if err := unix.Mkdirat(ddir, dname, 0o700); err != nil {
 			return err
 		}
-		sfd, err := unix.Openat(sdir, sname, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		sfd, err := openDirAt(sdir, sname)
 		if err != nil {
 			return err
 		}

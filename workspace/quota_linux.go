@@ -244,7 +244,7 @@ func walkUsage(dir string, limit int64) (int64, error) {
 			if len(stack) > 0 {
 				parent := stack[len(stack)-1]
 				if parent.fd < 0 {
-					fd, err := unix.Openat(top.fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					fd, err := openDirAt(top.fd, "..")
 					if err != nil {
 						unix.Close(top.fd)
 						return used, fmt.Errorf("open a directory's parent: %w", err)

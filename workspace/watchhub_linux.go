@@ -271,7 +271,7 @@ func (h *watchHub) scanQuiet(l *watchLayer, pfd int, prel string, e os.DirEntry)
 	rel := joinRel(prel, e.Name())
 	switch {
 	case e.IsDir():
-		if fd, err := unix.Openat(pfd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		if fd, err := openDirAt(pfd, e.Name()); err == nil {
 			return h.addDir(l, rel, fd, false)
 		}
 	case l.kind == layerUpper && e.Type()&os.ModeCharDevice != 0:
@@ -378,7 +378,7 @@ func (h *watchHub) stat(l *watchLayer, pfd int, prel, name string) (st *unix.Sta
 	if s.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return &s, -1
 	}
-	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openDirAt(pfd, name)
 	if err != nil {
 		return &s, -1
 	}
