@@ -101,6 +101,18 @@ export type ServerRequestHandler<M extends ServerRequestMethod> = (
   params: ServerRequests[M]["params"],
 ) => ServerRequests[M]["result"] | Promise<ServerRequests[M]["result"]>;
 
+/**
+ * A JSON-RPC message as received (it is checked before use): a response
+ * (id, and result or error), a request (id and method) or a notification.
+ */
+interface Message {
+  id?: number | string | null;
+  method?: unknown;
+  params?: unknown;
+  result?: unknown;
+  error?: { code: number; message: string; data?: ErrorData };
+}
+
 interface Pending {
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
@@ -283,7 +295,7 @@ export class CellboxClient {
 
   // open makes one connection attempt and initializes it.
   private open(): Promise<void> {
-    const Ctor: WebSocketCtor | undefined = this.options.WebSocket ?? (globalThis as any).WebSocket;
+    const Ctor: WebSocketCtor | undefined = this.options.WebSocket ?? (globalThis as { WebSocket?: WebSocketCtor }).WebSocket;
     if (!Ctor) return Promise.reject(new Error("no WebSocket implementation: pass options.WebSocket"));
     return new Promise<void>((resolve, reject) => {
       let opened = false;
@@ -441,7 +453,7 @@ export class CellboxClient {
   }
 
   private receive(data: unknown) {
-    let msg: any;
+    let msg: Message | null;
     try {
       msg = JSON.parse(typeof data === "string" ? data : String(data));
     } catch {
@@ -449,9 +461,10 @@ export class CellboxClient {
       return;
     }
     if (msg && typeof msg === "object" && "id" in msg && !("method" in msg)) {
-      const p = this.pending.get(msg.id);
+      const id = msg.id as number; // a response's id is one of our requests'
+      const p = this.pending.get(id);
       if (!p) return;
-      this.pending.delete(msg.id);
+      this.pending.delete(id);
       if (msg.error) p.reject(new RPCError(msg.error.code, msg.error.message, msg.error.data));
       else p.resolve(msg.result);
       return;
@@ -479,7 +492,7 @@ export class CellboxClient {
     }
   }
 
-  private dispatch(method: string, params: any) {
+  private dispatch(method: string, params: unknown) {
     // Sequence bookkeeping: drop replays already delivered.
     if (method === Methods.KernelOutput) {
       const p = params as KernelOutputParams;

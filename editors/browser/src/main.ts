@@ -7,6 +7,13 @@ import { Files } from "./files";
 import { Notebook } from "./notebook";
 import { TerminalPanel } from "./terminal";
 
+declare global {
+  interface Window {
+    /** The page's parts, for tests and for people poking at the page from the console. */
+    cellbox: unknown;
+  }
+}
+
 async function main() {
   const app = document.getElementById("app")!;
   const conn = el("span", { class: "conn", "data-state": "connecting" }, "connecting");
@@ -64,7 +71,7 @@ async function main() {
     await Promise.all([fileView.rewatch(), nb.resync()]);
   });
   // For tests and for people poking at the page from the console.
-  (window as any).cellbox = { client, notebook: nb, files: fileView, terminal: term, workspace: ws };
+  window.cellbox = { client, notebook: nb, files: fileView, terminal: term, workspace: ws };
   await Promise.all([fileView.start(), term.open(), nb.ensureKernel().catch(() => {})]);
   document.body.dataset.ready = "true";
 }

@@ -18,6 +18,7 @@ function inline(s: string): string {
     .replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>")
     .replace(/(^|[^*])\*([^*\s][^*]*)\*/g, "$1<em>$2</em>")
     .replace(/\[([^\]]+)\]\((https?:\/\/[^\s)]+)\)/g, '<a href="$2" target="_blank" rel="noopener noreferrer">$1</a>');
+  // eslint-disable-next-line no-control-regex -- NUL marks the code spans set aside above
   return out.replace(/\u0000(\d+)\u0000/g, (_, i) => codes[Number(i)]);
 }
 

@@ -4,7 +4,8 @@
 // the tiny safe renderer, json and text as text.
 import { renderMarkdown } from "./markdown";
 
-export const stripANSI = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "");
+// eslint-disable-next-line no-control-regex -- an ANSI escape sequence starts with ESC
+export const stripANSI = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "");
 
 const order = ["text/html", "text/markdown", "image/svg+xml", "image/png", "image/jpeg", "image/gif", "application/json", "text/plain"];
 

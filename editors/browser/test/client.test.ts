@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { CellboxClient, ConnectionLostError, RPCError, Methods, ErrorCodes, type KernelOutputParams, type PtyOutputParams, type ConnectionState } from "../client/client";
-// @ts-ignore: plain JS helper
+// @ts-expect-error: a plain JS helper, without types
 import { startDaemon, waitFor } from "./daemon.mjs";
 
 let d: any;

@@ -14,7 +14,7 @@ mkdirSync(artifacts, { recursive: true });
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
-let d, browser, context, page, profile;
+let d, context, page, profile;
 const consoleErrors = [];
 
 before(async () => {

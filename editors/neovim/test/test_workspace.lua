@@ -70,13 +70,11 @@ H.main(function()
     H.check(text:find("+fresh", 1, true) and not text:find("edit.txt", 1, true), text)
   end)
 
-  local cp
   H.test(":CellboxCheckpoint", function()
     vim.cmd("CellboxCheckpoint mine")
     local cps = cb.checkpoints()
     H.eq(1, #cps)
     H.eq("mine", cps[1].name)
-    cp = cps[1]
   end)
 
   H.test(":CellboxCommit path applies one file to the project", function()

@@ -41,7 +41,7 @@ export interface DiagnosticSpec {
  * The range spans the line's text without its indentation.
  */
 export function diagnosticFor(err: ExecuteError, path: string, language: string, docLines: string[], first: number): DiagnosticSpec {
-  let line = errorLine(err, path, language);
+  const line = errorLine(err, path, language);
   let l = line !== undefined ? line - 1 : first;
   if (l < 0 || l >= docLines.length) l = first;
   const text = docLines[l] ?? "";

@@ -9,7 +9,7 @@ import { CellboxNotebookController } from "./notebook";
 import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME } from "./scm";
 import { CellboxPseudoterminal } from "./terminal";
 import { stripANSI } from "./outputs";
-import { Methods, type KernelOutputParams, type ProgressParams } from "../../protocol/protocol";
+import { Methods, type KernelOutputParams, type KernelState, type ProgressParams, type WorkspaceMode } from "../../protocol/protocol";
 
 const FILE_LANGUAGES = ["python", "javascript", "shellscript"];
 
@@ -64,11 +64,11 @@ async function connect(): Promise<Session> {
   } catch (e) {
     status.text = "$(error) cellbox: not connected";
     status.backgroundColor = new vscode.ThemeColor("statusBarItem.errorBackground");
-    throw new Error(`cellbox: cannot connect: ${errorMessage(e)} (check the setting cellbox.path or cellbox.connection.url)`);
+    throw new Error(`cellbox: cannot connect: ${errorMessage(e)} (check the setting cellbox.path or cellbox.connection.url)`, { cause: e });
   }
   const s = new Session(client, {
     root: mode === "none" ? undefined : rootFolder(),
-    workspaceMode: mode === "none" ? undefined : (mode as any),
+    workspaceMode: mode === "none" ? undefined : (mode as WorkspaceMode),
     sandbox: c.get("sandbox"),
     network: c.get("network"),
     timeoutMs: c.get<number>("timeoutMs") || undefined,
@@ -162,7 +162,7 @@ function activeLanguage(): string | undefined {
 }
 
 /** Runs lines [first, last] (0-based) of a document, or exactly `code` starting at first. */
-async function runRange(doc: vscode.TextDocument, first: number, last: number, code?: string, label?: string) {
+async function runRange(doc: vscode.TextDocument, first: number, last: number, code?: string) {
   const s = await getSession();
   const language = s.languageFor(doc.languageId, doc.fileName);
   if (!language) {
@@ -321,14 +321,14 @@ const hover: vscode.HoverProvider = {
 async function pickKernel() {
   const s = await getSession();
   const list = await s.client.request(Methods.KernelList, {});
-  type Item = vscode.QuickPickItem & { kernelId?: string; language: string; state?: string };
+  type Item = vscode.QuickPickItem & { kernelId?: string; language: string; state?: KernelState };
   const items: Item[] = [
     ...list.kernels.map((k) => ({ label: `$(server-process) ${k.language}: ${k.kernelId}`, description: `${k.state} · [${k.executionCount}]`, detail: `workspace ${k.workspaceId}`, kernelId: k.kernelId, language: k.language, state: k.state })),
     ...s.languages.filter((l) => l.available).map((l) => ({ label: `$(add) New ${l.displayName} kernel`, description: l.version, language: l.id })),
   ];
   const pick = await vscode.window.showQuickPick(items, { title: "cellbox: pick the kernel for its language" });
   if (!pick) return;
-  if (pick.kernelId) await s.useKernel(pick.kernelId, pick.language, (pick.state as any) ?? "idle");
+  if (pick.kernelId) await s.useKernel(pick.kernelId, pick.language, pick.state ?? "idle");
   else await s.startKernel(pick.language, `start-${Date.now()}`);
   lastLanguage = pick.language;
   updateStatus();
@@ -386,7 +386,7 @@ export function activate(ctx: vscode.ExtensionContext) {
   });
   const fileSelectors = FILE_LANGUAGES.map((language) => ({ language, scheme: "file" }));
   const cellSelectors = FILE_LANGUAGES.map((language) => ({ language, notebookType: "jupyter-notebook" }));
-  const reg = (id: string, f: (...a: any[]) => unknown) => ctx.subscriptions.push(vscode.commands.registerCommand(id, wrap(f)));
+  const reg = <T extends unknown[]>(id: string, f: (...a: T) => unknown) => ctx.subscriptions.push(vscode.commands.registerCommand(id, wrap(f)));
   reg("cellbox.runSelection", () => runSelection());
   reg("cellbox.runLine", () => {
     const ed = vscode.window.activeTextEditor;
@@ -431,9 +431,9 @@ export function activate(ctx: vscode.ExtensionContext) {
     await scm?.refresh();
     checkpoints.refresh();
   });
-  reg("cellbox.scm.commit", (...states: vscode.SourceControlResourceState[]) => scm?.commit(states.flat().filter((x) => x && (x as any).resourceUri)));
+  reg("cellbox.scm.commit", (...states: vscode.SourceControlResourceState[]) => scm?.commit(states.flat().filter((x) => x && x.resourceUri)));
   reg("cellbox.scm.discard", async (...states: vscode.SourceControlResourceState[]) => {
-    const list = states.flat().filter((x) => x && (x as any).resourceUri);
+    const list = states.flat().filter((x) => x && x.resourceUri);
     const ok = await vscode.window.showWarningMessage(`Discard the sandbox's changes to ${list.length} file(s)?`, { modal: true }, "Discard");
     if (ok) await scm?.discard(list);
   });

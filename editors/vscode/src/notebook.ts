@@ -48,6 +48,12 @@ export function toCellOutputs(items: OutputItem[], executionCount?: number): vsc
   });
 }
 
+/** The part of a notebook's metadata (.ipynb) that names its kernel's language. */
+interface NotebookMetadata {
+  metadata?: { kernelspec?: { language?: string } };
+  custom?: { metadata?: { kernelspec?: { language?: string } } };
+}
+
 interface Running {
   exec: vscode.NotebookCellExecution;
   items: OutputItem[];
@@ -101,7 +107,7 @@ export class CellboxNotebookController implements vscode.Disposable {
     const k = this.kernels.get(key);
     if (k && k.state !== "dead") return k;
     const s = await this.session();
-    const md = (nb.metadata ?? {}) as any;
+    const md = (nb.metadata ?? {}) as NotebookMetadata;
     const lang = md?.metadata?.kernelspec?.language ?? md?.custom?.metadata?.kernelspec?.language ?? cellLanguage(languageId);
     const h = await s.startKernel(s.languageFor(lang) ?? lang, undefined, false);
     this.kernels.set(key, h);
@@ -188,7 +194,7 @@ export class CellboxNotebookController implements vscode.Disposable {
 
   /** Clears every cell's outputs (cellbox: Clear Notebook Outputs). */
   async clearOutputs(nb: vscode.NotebookDocument) {
-    const ctrl = this.controllers.find((c) => (c as any).notebookType === nb.notebookType) ?? this.controllers[0];
+    const ctrl = this.controllers.find((c) => c.notebookType === nb.notebookType) ?? this.controllers[0];
     for (const cell of nb.getCells()) {
       if (cell.kind !== vscode.NotebookCellKind.Code) continue;
       const e = ctrl.createNotebookCellExecution(cell);

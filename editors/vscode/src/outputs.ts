@@ -4,7 +4,8 @@
 import type { ExecuteResult, KernelOutputParams, MimeBundle, ExecuteError } from "../../protocol/protocol";
 import { escapeHTML, renderMarkdown } from "../../browser/src/markdown";
 
-export const stripANSI = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "");
+// eslint-disable-next-line no-control-regex -- an ANSI escape sequence starts with ESC
+export const stripANSI = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "");
 
 export type OutputItem =
   | { kind: "stream"; name: string; text: string }

@@ -143,7 +143,7 @@ function M.show_output(exec, opts)
     return nil
   end
   local config = session.config()
-  local lines = util.render_lines(exec, config, true)
+  local lines = util.render_lines(exec, config)
   local header = util.status_chunk(exec)
   table.insert(lines, 1, { header[1], header[2] })
   return util.open_float(lines, config.float, opts.enter ~= false, "cellbox-output")

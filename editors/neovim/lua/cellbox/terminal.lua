@@ -6,7 +6,7 @@ local api = vim.api
 local M = {}
 
 local session = require("cellbox.session")
-local call, notify = session.call, session.notify
+local call = session.call
 local state = session.state
 
 -- Notifications of a pty that arrive before its pty/open reply has been handled (they can share

@@ -147,7 +147,7 @@ local function push_text(lines, text, hl)
 end
 
 --- The output of an execution as {text, highlight} lines.
-function M.render_lines(exec, config, full)
+function M.render_lines(exec, config)
   local lines = {}
   for _, o in ipairs(exec.outputs) do
     if o.kind == "stream" then
