@@ -11,7 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -168,11 +167,11 @@ type driver struct {
 
 // pipe is the daemon's end of fd 1 or 2 of a driver.
 type pipe struct {
-	f     *os.File
-	fd    int
-	name  protocol.StreamName
-	carry []byte // an incomplete UTF-8 sequence left from the last read
-	read  int64  // bytes read so far
+	f    *os.File
+	fd   int
+	name protocol.StreamName
+	text protocol.UTF8Chunker // the bytes as text, never splitting a sequence
+	read int64                // bytes read so far
 	// skew is how many bytes read were not counted by the driver (written
 	// to the fd directly, by C code or a child), as of the last done.
 	skew int64
@@ -554,24 +553,14 @@ func (d *driver) stream(p *pipe, b []byte) {
 	if p.name == protocol.StreamStderr {
 		d.keepTail(b)
 	}
-	if len(p.carry) > 0 {
-		b = append(p.carry, b...)
-		p.carry = p.carry[:0]
+	if text := p.text.Chunk(b); text != "" {
+		d.k.emitStream(p.name, text)
 	}
-	if cut := incompleteTail(b); cut > 0 {
-		p.carry = append(p.carry[:0], b[len(b)-cut:]...)
-		b = b[:len(b)-cut]
-	}
-	if len(b) == 0 {
-		return
-	}
-	d.k.emitStream(p.name, validUTF8(b))
 }
 
 func (d *driver) flushCarry(p *pipe) {
-	if len(p.carry) > 0 {
-		d.k.emitStream(p.name, validUTF8(p.carry))
-		p.carry = nil
+	if text := p.text.Flush(); text != "" {
+		d.k.emitStream(p.name, text)
 	}
 }
 
@@ -582,38 +571,6 @@ func (d *driver) keepTail(b []byte) {
 		d.tail = append(d.tail[:0], d.tail[len(d.tail)-stderrTailBytes:]...)
 	}
 	d.mu.Unlock()
-}
-
-// incompleteTail is how many bytes at the end of b begin a UTF-8 sequence
-// that is not complete yet.
-func incompleteTail(b []byte) int {
-	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if c < 0x80 {
-			return 0
-		}
-		if c >= 0xC0 { // a leading byte
-			need := 2
-			switch {
-			case c >= 0xF0:
-				need = 4
-			case c >= 0xE0:
-				need = 3
-			}
-			if i < need {
-				return i
-			}
-			return 0
-		}
-	}
-	return 0
-}
-
-func validUTF8(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // event decodes and handles one event line.

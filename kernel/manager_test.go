@@ -158,6 +158,35 @@ func TestOrderAndTruncation(t *testing.T) {
 	}
 }
 
+// TestStreamUTF8: bytes that are not UTF-8 become one U+FFFD each, as in
+// a terminal (protocol.UTF8Chunker), and a sequence cut by an event is
+// carried to the output after it, whole.
+func TestStreamUTF8(t *testing.T) {
+	m := newTestManager(t, Options{})
+	s := &sink{}
+	k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "probe"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 61 ff fe fd 62 is a\xff\xfe\xfdb; e2 82 | ac is € cut by the display.
+	_, outs := execProbe(t, k, s, "bytes 61fffefd62e282; display x; bytes ac0a")
+	var got []string
+	text := ""
+	for _, o := range outs {
+		switch o.Kind {
+		case protocol.OutputKindStream:
+			text += o.Text
+		case protocol.OutputKindDisplay:
+			got, text = append(got, text, "display"), ""
+		}
+	}
+	got = append(got, text)
+	want := []string{"a\uFFFD\uFFFD\uFFFDb", "display", "€\n"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("stream around the display: %q, want %q", got, want)
+	}
+}
+
 // TestInputAndDeath: an input event asks the client, or gives end of file
 // when the client cannot answer; a driver that exits is dead with the
 // reason until restarted; code that ignores SIGINT is restarted after the

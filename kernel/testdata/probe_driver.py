@@ -60,6 +60,8 @@ for r in it:
                 write(1, arg.encode() + b"\n")
             elif name == "rawout":  # as C code would: not counted
                 os.write(1, arg.encode() + b"\n")
+            elif name == "bytes":  # any bytes, in hex
+                write(1, bytes.fromhex(arg))
             elif name == "err":
                 write(2, arg.encode() + b"\n")
             elif name == "display":
