@@ -155,12 +155,6 @@ func (k *Kernel) idleFor() time.Duration {
 	return time.Since(k.lastActivity)
 }
 
-func (k *Kernel) touch() {
-	k.mu.Lock()
-	k.lastActivity = time.Now()
-	k.mu.Unlock()
-}
-
 // Execute is kernel/execute: it queues the code and returns when it has
 // run, after every kernel/output of it was sent.
 func (k *Kernel) Execute(ctx context.Context, req ExecRequest) (*protocol.ExecuteResult, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -430,5 +429,3 @@ func (m *Manager) cullLoop() {
 		}
 	}
 }
-
-var errRestarted = errors.New("kernel restarted")
