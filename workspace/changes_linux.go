@@ -40,6 +40,9 @@ import (
 // Binary: a file whose first 8 KiB hold a NUL byte or are not valid UTF-8
 // (a multi-byte character cut at 8 KiB is fine) is binary, as git decides
 // on a prefix.
+//
+// What the workspace saw of each project file, for conflicts, is its
+// baseline (baseline_linux.go), recorded by the scan.
 
 // change is one changed path with what commit, diff, discard and
 // checkpoint need.

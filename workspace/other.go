@@ -36,9 +36,6 @@ func (w *Workspace) FsMkdir(protocol.FsMkdirParams) error   { return sandbox.Err
 // Watch: see watch_linux.go.
 type Watch struct{}
 
-// watchHub: see watchhub_linux.go.
-type watchHub struct{}
-
 func (*Watch) Close() {}
 
 func (w *Workspace) Watch(WatchOptions, func(WatchBatch)) (*Watch, error) {
@@ -46,6 +43,9 @@ func (w *Workspace) Watch(WatchOptions, func(WatchBatch)) (*Watch, error) {
 }
 
 func (w *Workspace) CloseWatches() {}
+
+// watchHub: see watchhub_linux.go (Manager.hubs stays empty here).
+type watchHub struct{}
 
 func (m *Manager) cleanup() {}
 

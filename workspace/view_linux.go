@@ -163,6 +163,7 @@ func (w *Workspace) writeView(fn func(v *view) error) error {
 	return w.inView(func(root int) error { return w.withView(root, fn) })
 }
 
+// withView runs fn with the view whose /workspace is root.
 func (w *Workspace) withView(root int, fn func(v *view) error) error {
 	// /workspace is a mount point on the sandbox's read-only /, so ".."
 	// is that / and "workspace" below it is this mount again.
@@ -178,6 +179,7 @@ func (w *Workspace) withView(root int, fn func(v *view) error) error {
 	return fn(&view{sb: sb, mnt: mnt})
 }
 
+// mountID is the id of the mount fd is on.
 func mountID(fd int) (uint64, error) {
 	var stx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil {
@@ -199,12 +201,11 @@ func (v *view) open(rel string, flags int) (int, error) {
 		p += "/" + rel
 	}
 	// O_DIRECTORY is checked after the mount: what lies outside is
-	// outside, whatever its type.
+	// outside, whatever its type. EAGAIN: a rename raced with the
+	// resolution; openat2 tries again itself, and a view path gets 16
+	// rounds of that, as fs/* has had since before openat2 did.
 	var fd int
 	var err error
-	// EAGAIN: a rename raced with the resolution. openat2 tries again
-	// itself; a view path gets 16 rounds of that, as fs/* has since
-	// before openat2 did.
 	for range 16 {
 		if fd, err = openat2(v.sb, p, unix.O_PATH|flags&^unix.O_DIRECTORY, inRoot); err != unix.EAGAIN {
 			break
