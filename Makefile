@@ -3,7 +3,7 @@ GO ?= go
 ADDR ?= 127.0.0.1:8765
 BIN := bin/cellbox
 
-.PHONY: build serve test test-loaded bench generate fuzz ui
+.PHONY: build serve test lint test-loaded bench generate fuzz ui
 
 build: ui
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/cellbox
@@ -16,22 +16,35 @@ UI := $(UI_DIR)/dist/index.html
 ui: $(UI)
 $(UI_DIR)/node_modules/.package-lock.json: $(UI_DIR)/package-lock.json
 	cd $(UI_DIR) && npm ci --no-audit --no-fund
-$(UI): $(UI_DIR)/node_modules/.package-lock.json $(UI_DIR)/build.mjs $(UI_DIR)/tsconfig.json $(wildcard $(UI_DIR)/src/* $(UI_DIR)/client/*)
+$(UI): $(UI_DIR)/node_modules/.package-lock.json $(UI_DIR)/build.mjs $(UI_DIR)/tsconfig.json $(wildcard $(UI_DIR)/src/* $(UI_DIR)/client/*) editors/protocol/protocol.ts
 	cd $(UI_DIR) && npm run build
 
 # Starts cellbox on $(ADDR) and prints the URL (with its token) to open.
 serve: build
 	$(BIN) serve --listen $(ADDR)
 
-# Every test: go vet is clean, the generated client types are fresh, the
+# The lint gate (make test runs it first): gofmt, go vet and staticcheck
+# (staticcheck.conf) on the Go code, which must also build and vet for
+# macOS (sandboxes need Linux; the binary says so at run time there); eslint
+# on both TypeScript projects and luacheck on the Neovim plugin
+# (editors/lint.sh: npm ci in editors/lint, apt package lua-check).
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint: ui
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+		if [ -n "$$unformatted" ]; then echo "gofmt -w these files:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=darwin $(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	bash editors/lint.sh
+
+# Every test: the lint gate passes, the generated client types are fresh, the
 # unit, end-to-end, attack-suite and fuzz-corpus tests pass built as the
 # release is (without cgo), and the transport and kernel packages pass again under the
 # race detector (which needs cgo). Set CELLBOX_TEST_USER to an unprivileged
 # user to also run the sandbox tests as that user (CI does; .ci/run creates
 # the user). The browser IDE's tests need /usr/bin/chromium (apt package
 # chromium) and leave screenshots in artifacts/browser/.
-test: ui
-	$(GO) vet ./...
+test: lint
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./...
 	$(GO) test -race -count=1 -timeout 20m ./rpc/... ./protocol/... ./kernel/...
 	bash editors/browser/test/run.sh
