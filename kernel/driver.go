@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -135,13 +136,50 @@ type reply struct {
 	err    string
 }
 
-// driver is one run of a kernel's interpreter with its driver.
-type driver struct {
-	k    *Kernel
-	proc *workspace.Proc
-	spec driverSpec
+// prompter is how a driver's input requests reach the client; Kernel
+// implements it.
+type prompter interface {
+	// startAsking marks an input request of execID as waiting for the
+	// client, and says whether it may be asked.
+	startAsking(execID string) bool
+	// ask asks the client on a goroutine of its own and sends the answer
+	// (or end of file) to d.
+	ask(d *driver, execID, prompt string, password bool)
+}
 
-	wmu  sync.Mutex // one request written at a time
+var _ prompter = (*Kernel)(nil)
+
+// driverConfig is what a driver is started with.
+type driverConfig struct {
+	kernelID, lang string // for messages and the log
+	// bashFraming: requests are NUL-terminated fields (drivers/README.md).
+	bashFraming  bool
+	ws           *workspace.Workspace
+	argv         []string
+	env          []string
+	dir          string
+	limits       protocol.Limits
+	network      protocol.NetworkMode
+	startTimeout time.Duration
+	log          *slog.Logger
+	// out gets fds 1 and 2 and the output events; prompt the input events.
+	out    reporter
+	prompt prompter
+	// stop, when closed, ends a start under way (the kernel shuts down).
+	stop <-chan struct{}
+}
+
+// driver is one run of a kernel's interpreter with its driver. Its read
+// loop reports what the driver writes into cfg.out and cfg.prompt; the
+// kernel sends it requests.
+type driver struct {
+	cfg  driverConfig
+	proc *workspace.Proc
+	wg   sync.WaitGroup // the read loop and the waiter; kill waits for them
+
+	// wmu makes one request written at a time; it is taken with no other
+	// lock held.
+	wmu  sync.Mutex
 	reqW *os.File
 
 	evR      *os.File
@@ -150,15 +188,18 @@ type driver struct {
 	// holds its pipes open.
 	wakeR, wakeW *os.File
 	wakeFd       int
+	buf          []byte // fds 1 and 2 are read into it, by the read loop alone
 
-	ready   chan string // the interpreter's version
-	exited  chan struct{}
+	ready    chan string   // the interpreter's version
+	readDone chan struct{} // closed when the read loop ends
+	exited   chan struct{} // closed once the driver is gone and its output read
+	version  string
+	dones    chan done
+
+	// mu guards the fields below; it is taken with no other lock held.
+	mu      sync.Mutex
 	status  workspace.ProcStatus
-	version string
-
-	mu      sync.Mutex // guards the fields below
 	pending map[string]chan reply
-	dones   chan done
 	tail    []byte // the end of the driver's stderr
 	// rejected counts events dropped as forged, stale or oversized (code
 	// in the sandbox can write to the event pipe).
@@ -177,151 +218,16 @@ type pipe struct {
 	skew int64
 }
 
-// startDriver runs the kernel's driver in its workspace and waits until it
-// is ready.
-func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
-	spec := drivers[k.lang]
-	var toClose []*os.File
-	defer func() {
-		for _, f := range toClose {
-			f.Close()
-		}
-	}()
-	pipes := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			toClose = append(toClose, r, w)
-		}
-		return r, w, err
-	}
-	reqR, reqW, err := pipes()
-	if err != nil {
-		return nil, fmt.Errorf("start %s kernel: %w", k.lang, err)
-	}
-	evR, evW, err := pipes()
-	if err != nil {
-		return nil, fmt.Errorf("start %s kernel: %w", k.lang, err)
-	}
-	outR, outW, err := pipes()
-	if err != nil {
-		return nil, fmt.Errorf("start %s kernel: %w", k.lang, err)
-	}
-	errR, errW, err := pipes()
-	if err != nil {
-		return nil, fmt.Errorf("start %s kernel: %w", k.lang, err)
-	}
-	// Pipes this large let a flood of output move in big reads.
-	for _, f := range []*os.File{outW, errW} {
-		_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, 1<<20)
-	}
-	argv := spec.argv
-	if k.langInfo.Path != "" {
-		// The interpreter initialize reported (found in a directory the
-		// sandbox has).
-		argv = append([]string{k.langInfo.Path}, argv[1:]...)
-	}
-	proc, err := k.ws.Spawn(ctx, workspace.ProcSpec{
-		Argv:       argv,
-		Env:        k.env,
-		Dir:        k.dir,
-		Stdout:     outW,
-		Stderr:     errW,
-		ExtraFiles: []*os.File{reqR, evW},
-		Limits:     k.limits,
-		Network:    k.network,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start %s kernel: %w", k.lang, err)
-	}
-	toClose = []*os.File{reqR, evW, outW, errW}
-	d := &driver{
-		k: k, proc: proc, spec: spec, reqW: reqW, evR: evR,
-		ready:   make(chan string, 1),
-		exited:  make(chan struct{}),
-		pending: make(map[string]chan reply),
-		dones:   make(chan done, 1),
-	}
-	d.out, err = newPipe(outR, protocol.StreamStdout)
-	if err == nil {
-		d.err, err = newPipe(errR, protocol.StreamStderr)
-	}
-	if err != nil {
-		_ = proc.Kill()
-		return nil, fmt.Errorf("start %s kernel: %w", k.lang, err)
-	}
-	d.wakeR, d.wakeW, err = os.Pipe()
-	if err != nil {
-		_ = proc.Kill()
-		return nil, fmt.Errorf("start %s kernel: %w", k.lang, err)
-	}
-	var readers sync.WaitGroup
-	readers.Add(1)
-	go func() { defer readers.Done(); d.readLoop() }()
-	go func() {
-		st, werr := proc.Wait()
-		if werr != nil && st.Reason == "" {
-			st.Reason = werr.Error()
-		}
-		// Output the driver wrote before it died is delivered first; a
-		// grandchild that holds the pipes open must not hold us up.
-		if !waitTimeout(&readers, time.Second) {
-			d.wakeW.Write([]byte{0})
-			readers.Wait()
-		}
-		d.mu.Lock()
-		d.status = st
-		d.mu.Unlock()
-		close(d.exited)
-		for _, f := range []*os.File{reqW, evR, outR, errR, d.wakeR, d.wakeW} {
-			f.Close()
-		}
-	}()
-
-	timer := time.NewTimer(k.m.opts.StartTimeout)
-	defer timer.Stop()
-	select {
-	case v := <-d.ready:
-		d.version = v
-		return d, nil
-	case <-d.exited:
-		return nil, fmt.Errorf("%w: the %s kernel %s before it was ready%s", ErrDead, k.lang, d.deathReason(), d.tailText())
-	case <-timer.C:
-		_ = proc.Kill()
-		<-d.exited
-		return nil, fmt.Errorf("start %s kernel: not ready within %v%s", k.lang, k.m.opts.StartTimeout, d.tailText())
-	case <-ctx.Done():
-		_ = proc.Kill()
-		<-d.exited
-		return nil, ctx.Err()
-	}
-}
-
-func newPipe(f *os.File, name protocol.StreamName) (*pipe, error) {
-	return &pipe{f: f, fd: -1, name: name}, nil
-}
-
-// waitTimeout waits for wg at most d and says whether it is done.
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
-	c := make(chan struct{})
-	go func() { wg.Wait(); close(c) }()
-	select {
-	case <-c:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
 // send writes a request to the driver.
 func (d *driver) send(r *request) error {
-	b, err := r.encode(d.spec.bashFraming)
+	b, err := r.encode(d.cfg.bashFraming)
 	if err != nil {
 		return err
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	if _, err := d.reqW.Write(b); err != nil {
-		return fmt.Errorf("%w: write to the %s kernel: %v", ErrDead, d.k.lang, err)
+		return &driverGone{fmt.Sprintf("write to the %s kernel: %v", d.cfg.lang, err)}
 	}
 	return nil
 }
@@ -343,14 +249,326 @@ func (d *driver) call(ctx context.Context, r *request) (json.RawMessage, error) 
 	select {
 	case rep := <-c:
 		if rep.err != "" {
-			return nil, fmt.Errorf("%s kernel: %s: %s", d.k.lang, r.Op, rep.err)
+			return nil, fmt.Errorf("%s kernel: %s: %s", d.cfg.lang, r.Op, rep.err)
 		}
 		return rep.result, nil
 	case <-d.exited:
-		return nil, fmt.Errorf("%w: %s", ErrDead, d.deathReason())
+		return nil, &driverGone{d.deathReason()}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// stream reports bytes read from fd 1 or 2 as text.
+func (d *driver) stream(p *pipe, b []byte) {
+	if p.name == protocol.StreamStderr {
+		d.keepTail(b)
+	}
+	if text := p.text.Chunk(b); text != "" {
+		d.cfg.out.stream(p.name, text)
+	}
+}
+
+// flushText reports what is left of fd 1 or 2 once it is closed: an
+// incomplete sequence at its end.
+func (d *driver) flushText(p *pipe) {
+	if text := p.text.Flush(); text != "" {
+		d.cfg.out.stream(p.name, text)
+	}
+}
+
+func (d *driver) keepTail(b []byte) {
+	d.mu.Lock()
+	d.tail = append(d.tail, b...)
+	if len(d.tail) > stderrTailBytes {
+		d.tail = append(d.tail[:0], d.tail[len(d.tail)-stderrTailBytes:]...)
+	}
+	d.mu.Unlock()
+}
+
+// eventLimit bounds one event line: an output larger than the kernel's
+// output limit (twice, for JSON's escapes, and some room for the fields)
+// could never be sent whole, so it is not read whole either.
+func (d *driver) eventLimit() int {
+	lim := d.cfg.limits.OutputBytes
+	if lim <= 0 || 2*lim+(1<<20) > maxEventBytes {
+		return maxEventBytes
+	}
+	return int(2*lim + 1<<20)
+}
+
+// oversized drops an event line over limit, with a note on the running
+// execution's stderr.
+func (d *driver) oversized(n, limit int) {
+	d.reject("oversized event", "bytes", n)
+	d.cfg.out.note(fmt.Sprintf("\n[cellbox: an output of more than %d bytes was dropped: over this kernel's output limit (limits.outputBytes)]\n", limit))
+}
+
+// reject counts an event the daemon drops and logs the first of each
+// thousand, so that a flood of forged events cannot flood the log too.
+func (d *driver) reject(why string, args ...any) {
+	d.mu.Lock()
+	d.rejected++
+	n := d.rejected
+	d.mu.Unlock()
+	if n == 1 || n%1000 == 0 {
+		d.cfg.log.Warn("kernel driver event dropped: "+why, append([]any{"kernel", d.cfg.kernelID, "dropped", n}, args...)...)
+	}
+}
+
+// event decodes and handles one event line.
+func (d *driver) event(line []byte) {
+	var ev event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		d.cfg.log.Warn("kernel driver sent a bad event", "kernel", d.cfg.kernelID, "err", err)
+		return
+	}
+	d.handle(&ev)
+}
+
+// handle handles one event: output and done count only for the running
+// execution, after the bytes the driver wrote before them (drain).
+func (d *driver) handle(ev *event) {
+	switch ev.Ev {
+	case "ready":
+		select {
+		case d.ready <- ev.Version:
+		default:
+		}
+	case "display", "result", "error", "clear":
+		if !d.cfg.out.running(ev.ID) {
+			d.reject("output for an execution that is not running", "ev", ev.Ev)
+			return
+		}
+		d.drain(ev)
+		o := protocol.KernelOutputParams{Kind: protocol.OutputKind(ev.Ev), Data: ev.Data, Metadata: ev.Metadata}
+		switch ev.Ev {
+		case "display":
+			o.DisplayID, o.Update = ev.DisplayID, ev.Update
+		case "clear":
+			o.Wait = ev.Wait
+		case "error":
+			o.Error = &protocol.ExecuteError{Ename: ev.Ename, Evalue: ev.Evalue, Traceback: ev.Traceback}
+			if o.Error.Traceback == nil {
+				o.Error.Traceback = []string{}
+			}
+			o.Text = strings.Join(ev.Traceback, "\n")
+		}
+		d.cfg.out.emit(o)
+	case "input":
+		if !d.cfg.prompt.startAsking(ev.ID) {
+			d.reject("input request while another is pending or no execution runs")
+			return
+		}
+		d.drain(ev)
+		d.cfg.prompt.ask(d, ev.ID, ev.Prompt, ev.Password)
+	case "done":
+		if !d.cfg.out.running(ev.ID) {
+			d.reject("done for an execution that is not running")
+			return
+		}
+		d.drain(ev)
+		dn := done{status: protocol.ExecutionStatus(ev.Status), peak: ev.PeakMemoryBytes}
+		if len(ev.Error) > 0 && string(ev.Error) != "null" {
+			var e protocol.ExecuteError
+			if json.Unmarshal(ev.Error, &e) == nil {
+				if e.Traceback == nil {
+					e.Traceback = []string{}
+				}
+				dn.err = &e
+			}
+		}
+		if ev.CPUMs != nil {
+			ms := int64(*ev.CPUMs + 0.5)
+			dn.cpuMs = &ms
+		}
+		select {
+		case d.dones <- dn:
+		default:
+			d.reject("a second done for the execution")
+		}
+	case "reply":
+		rep := reply{result: ev.Result}
+		if len(ev.Error) > 0 && string(ev.Error) != "null" {
+			if json.Unmarshal(ev.Error, &rep.err) != nil {
+				rep.err = string(ev.Error)
+			}
+		}
+		// A reply goes to its request once; one nobody waits for (forged,
+		// late or a duplicate) is dropped, never waited on.
+		d.mu.Lock()
+		c := d.pending[ev.ID]
+		delete(d.pending, ev.ID)
+		d.mu.Unlock()
+		if c == nil {
+			d.reject("reply to no pending request")
+			return
+		}
+		select {
+		case c <- rep:
+		default:
+			d.reject("a second reply to a request")
+		}
+	default:
+		d.reject("unknown event", "ev", ev.Ev)
+	}
+}
+
+// deathReason says how the driver ended, for kernel/status dead:
+// "killed: memory limit", "exited with code 3".
+func (d *driver) deathReason() string {
+	d.mu.Lock()
+	st, tail := d.status, string(d.tail)
+	d.mu.Unlock()
+	if st.Reason != "" {
+		return st.Reason
+	}
+	lim := d.cfg.limits.MemoryBytes
+	lower := strings.ToLower(tail)
+	oom := strings.Contains(lower, "out of memory") || strings.Contains(lower, "memoryerror") ||
+		strings.Contains(lower, "cannot allocate memory") || strings.Contains(lower, "bad_alloc")
+	abnormal := st.Signal != 0 || st.Code == 134 || st.Code == 133 || st.Code == 137
+	if abnormal && (oom || (lim > 0 && st.MaxRSSBytes >= lim/2)) {
+		return "killed: memory limit"
+	}
+	return st.String()
+}
+
+// tailText is the end of the driver's stderr, for an error message.
+func (d *driver) tailText() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := strings.TrimSpace(string(d.tail))
+	if t == "" {
+		return ""
+	}
+	if len(t) > 1000 {
+		t = "..." + t[len(t)-1000:]
+	}
+	return ": " + t
+}
+
+// startDriver runs a kernel's driver in its workspace and waits until it
+// is ready.
+func startDriver(ctx context.Context, cfg driverConfig) (*driver, error) {
+	var toClose []*os.File
+	defer func() {
+		for _, f := range toClose {
+			f.Close()
+		}
+	}()
+	var ends [5][2]*os.File // requests, events, fd 1, fd 2, wake: read and write ends
+	for i := range ends {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("start %s kernel: %w", cfg.lang, err)
+		}
+		ends[i] = [2]*os.File{r, w}
+		toClose = append(toClose, r, w)
+	}
+	reqR, reqW := ends[0][0], ends[0][1]
+	evR, evW := ends[1][0], ends[1][1]
+	outR, outW := ends[2][0], ends[2][1]
+	errR, errW := ends[3][0], ends[3][1]
+	// Pipes this large let a flood of output move in big reads.
+	for _, f := range []*os.File{outW, errW} {
+		_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	}
+	proc, err := cfg.ws.Spawn(ctx, workspace.ProcSpec{
+		Argv:       cfg.argv,
+		Env:        cfg.env,
+		Dir:        cfg.dir,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: []*os.File{reqR, evW},
+		Limits:     cfg.limits,
+		Network:    cfg.network,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %s kernel: %w", cfg.lang, err)
+	}
+	toClose = []*os.File{reqR, evW, outW, errW} // the driver's ends; ours are closed when it is gone
+	d := &driver{
+		cfg: cfg, proc: proc, reqW: reqW, evR: evR,
+		out:      &pipe{f: outR, fd: -1, name: protocol.StreamStdout},
+		err:      &pipe{f: errR, fd: -1, name: protocol.StreamStderr},
+		wakeR:    ends[4][0],
+		wakeW:    ends[4][1],
+		buf:      make([]byte, readChunk),
+		ready:    make(chan string, 1),
+		readDone: make(chan struct{}),
+		exited:   make(chan struct{}),
+		pending:  make(map[string]chan reply),
+		dones:    make(chan done, 1),
+	}
+	d.wg.Add(2)
+	go func() {
+		defer d.wg.Done()
+		defer close(d.readDone)
+		d.readLoop()
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.wait()
+	}()
+
+	timer := time.NewTimer(cfg.startTimeout)
+	defer timer.Stop()
+	select {
+	case v := <-d.ready:
+		d.version = v
+		return d, nil
+	case <-d.exited:
+		d.wg.Wait()
+		return nil, fmt.Errorf("%w: the %s kernel %s before it was ready%s", ErrDead, cfg.lang, d.deathReason(), d.tailText())
+	case <-timer.C:
+		d.kill()
+		return nil, fmt.Errorf("start %s kernel: not ready within %v%s", cfg.lang, cfg.startTimeout, d.tailText())
+	case <-ctx.Done():
+		d.kill()
+		return nil, ctx.Err()
+	case <-cfg.stop:
+		d.kill()
+		return nil, fmt.Errorf("%w: kernel %s was shut down while it started", ErrNotFound, cfg.kernelID)
+	}
+}
+
+// wait waits for the driver's process to end, then for the read loop to
+// report what it wrote, and closes the daemon's ends of its pipes.
+func (d *driver) wait() {
+	st, werr := d.proc.Wait()
+	if werr != nil && st.Reason == "" {
+		st.Reason = werr.Error()
+	}
+	// Output the driver wrote before it died is delivered first; a
+	// grandchild that holds the pipes open must not hold us up.
+	t := time.NewTimer(time.Second)
+	select {
+	case <-d.readDone:
+	case <-t.C:
+		d.wakeW.Write([]byte{0})
+		<-d.readDone
+	}
+	t.Stop()
+	d.mu.Lock()
+	d.status = st
+	d.mu.Unlock()
+	close(d.exited)
+	for _, f := range []*os.File{d.reqW, d.evR, d.out.f, d.err.f, d.wakeR, d.wakeW} {
+		f.Close()
+	}
+}
+
+// kill ends the driver and everything it started, and waits for its
+// goroutines.
+func (d *driver) kill() {
+	_ = d.proc.Kill()
+	d.wg.Wait()
+}
+
+// interrupt sends SIGINT to the driver's process group, as ^C does.
+func (d *driver) interrupt() error {
+	return d.proc.SignalGroup(syscall.SIGINT)
 }
 
 // readLoop reads the driver's events and its fds 1 and 2 in one loop, so
@@ -383,7 +601,7 @@ func (d *driver) readLoop() {
 	skipping := false // dropping the rest of an oversized event line
 	limit := d.eventLimit()
 	evBuf := make([]byte, 64<<10)
-	outBuf := make([]byte, readChunk)
+	buf := d.buf
 	for open[0] || open[1] || open[2] {
 		for i := range 3 {
 			pfds[i].Events, pfds[i].Revents = 0, 0
@@ -441,59 +659,20 @@ func (d *driver) readLoop() {
 			}
 			avail, err := unix.IoctlGetInt(p.fd, unix.TIOCINQ) // FIONREAD
 			if err != nil || avail <= 0 {
-				avail = len(outBuf) // HUP or unknown: read what is there
+				avail = len(buf) // HUP or unknown: read what is there
 			}
 			if eventWaiting(fds[0], open[0]) {
 				break
 			}
-			d.k.outMu.Lock()
-			n, rerr := unix.Read(p.fd, outBuf[:min(avail, len(outBuf))])
+			n, rerr := unix.Read(p.fd, buf[:min(avail, len(buf))])
 			if n > 0 {
 				p.read += int64(n)
-				d.stream(p, outBuf[:n])
+				d.stream(p, buf[:n])
 			} else if rerr != unix.EAGAIN && rerr != unix.EINTR {
 				open[i+1] = false
-				d.flushCarry(p)
+				d.flushText(p)
 			}
-			d.k.outMu.Unlock()
 		}
-	}
-}
-
-// eventLimit bounds one event line: an output larger than the kernel's
-// output limit (twice, for JSON's escapes, and some room for the fields)
-// could never be sent whole, so it is not read whole either.
-func (d *driver) eventLimit() int {
-	lim := d.k.limits.OutputBytes
-	if lim <= 0 || 2*lim+(1<<20) > maxEventBytes {
-		return maxEventBytes
-	}
-	return int(2*lim + 1<<20)
-}
-
-// oversized drops an event line over limit, with a note on the running
-// execution's stderr.
-func (d *driver) oversized(n, limit int) {
-	d.reject("oversized event", "bytes", n)
-	d.k.outMu.Lock()
-	defer d.k.outMu.Unlock()
-	d.k.mu.Lock()
-	running := d.k.current != nil
-	d.k.mu.Unlock()
-	if running {
-		d.k.emitStream(protocol.StreamStderr, fmt.Sprintf("\n[cellbox: an output of more than %d bytes was dropped: over this kernel's output limit (limits.outputBytes)]\n", limit))
-	}
-}
-
-// reject counts an event the daemon drops and logs the first of each
-// thousand, so that a flood of forged events cannot flood the log too.
-func (d *driver) reject(why string, args ...any) {
-	d.mu.Lock()
-	d.rejected++
-	n := d.rejected
-	d.mu.Unlock()
-	if n == 1 || n%1000 == 0 {
-		d.k.m.log.Warn("kernel driver event dropped: "+why, append([]any{"kernel", d.k.id, "dropped", n}, args...)...)
 	}
 }
 
@@ -507,13 +686,13 @@ func eventWaiting(fd int, open bool) bool {
 	return err == nil && n > 0
 }
 
-// drain sends what fds 1 and 2 hold before an event. When the event says
+// drain reports what fds 1 and 2 hold before an event. When the event says
 // how many bytes the driver had written to a stream (ev.StdoutBytes), it
 // reads up to there (plus the bytes the driver did not count, as of the
 // last done) and no further; otherwise, and for done, it reads all the pipe
-// holds now. The caller holds outMu.
+// holds now. It runs on the read loop, whose buffer it uses.
 func (d *driver) drain(ev *event) {
-	buf := d.k.drainBuf
+	buf := d.buf
 	for _, ps := range []struct {
 		p     *pipe
 		count *int64
@@ -545,177 +724,4 @@ func (d *driver) drain(ev *event) {
 			p.skew = max(p.read-*ps.count, 0)
 		}
 	}
-}
-
-// stream sends bytes read from fd 1 or 2 as text, never splitting a UTF-8
-// sequence across two outputs. The caller holds outMu.
-func (d *driver) stream(p *pipe, b []byte) {
-	if p.name == protocol.StreamStderr {
-		d.keepTail(b)
-	}
-	if text := p.text.Chunk(b); text != "" {
-		d.k.emitStream(p.name, text)
-	}
-}
-
-func (d *driver) flushCarry(p *pipe) {
-	if text := p.text.Flush(); text != "" {
-		d.k.emitStream(p.name, text)
-	}
-}
-
-func (d *driver) keepTail(b []byte) {
-	d.mu.Lock()
-	d.tail = append(d.tail, b...)
-	if len(d.tail) > stderrTailBytes {
-		d.tail = append(d.tail[:0], d.tail[len(d.tail)-stderrTailBytes:]...)
-	}
-	d.mu.Unlock()
-}
-
-// event decodes and handles one event line.
-func (d *driver) event(line []byte) {
-	var ev event
-	if err := json.Unmarshal(line, &ev); err != nil {
-		d.k.m.log.Warn("kernel driver sent a bad event", "kernel", d.k.id, "err", err)
-		return
-	}
-	d.handle(&ev)
-}
-
-func (d *driver) handle(ev *event) {
-	switch ev.Ev {
-	case "ready":
-		select {
-		case d.ready <- ev.Version:
-		default:
-		}
-	case "display", "result", "error", "clear":
-		if !d.k.running(ev.ID) {
-			d.reject("output for an execution that is not running", "ev", ev.Ev)
-			return
-		}
-		d.k.outMu.Lock()
-		d.drain(ev)
-		o := protocol.KernelOutputParams{Kind: protocol.OutputKind(ev.Ev), Data: ev.Data, Metadata: ev.Metadata}
-		switch ev.Ev {
-		case "display":
-			o.DisplayID, o.Update = ev.DisplayID, ev.Update
-		case "clear":
-			o.Wait = ev.Wait
-		case "error":
-			o.Error = &protocol.ExecuteError{Ename: ev.Ename, Evalue: ev.Evalue, Traceback: ev.Traceback}
-			if o.Error.Traceback == nil {
-				o.Error.Traceback = []string{}
-			}
-			o.Text = strings.Join(ev.Traceback, "\n")
-		}
-		d.k.emit(o)
-		d.k.outMu.Unlock()
-	case "input":
-		if !d.k.startAsking(ev.ID) {
-			d.reject("input request while another is pending or no execution runs")
-			return
-		}
-		d.k.outMu.Lock()
-		d.drain(ev)
-		d.k.outMu.Unlock()
-		go d.k.answerInput(d, ev.ID, ev.Prompt, ev.Password)
-	case "done":
-		if !d.k.running(ev.ID) {
-			d.reject("done for an execution that is not running")
-			return
-		}
-		d.k.outMu.Lock()
-		d.drain(ev)
-		d.k.outMu.Unlock()
-		dn := done{status: protocol.ExecutionStatus(ev.Status), peak: ev.PeakMemoryBytes}
-		if len(ev.Error) > 0 && string(ev.Error) != "null" {
-			var e protocol.ExecuteError
-			if json.Unmarshal(ev.Error, &e) == nil {
-				if e.Traceback == nil {
-					e.Traceback = []string{}
-				}
-				dn.err = &e
-			}
-		}
-		if ev.CPUMs != nil {
-			ms := int64(*ev.CPUMs + 0.5)
-			dn.cpuMs = &ms
-		}
-		select {
-		case d.dones <- dn:
-		default:
-			d.reject("a second done for the execution")
-		}
-	case "reply":
-		rep := reply{result: ev.Result}
-		if len(ev.Error) > 0 && string(ev.Error) != "null" {
-			if json.Unmarshal(ev.Error, &rep.err) != nil {
-				rep.err = string(ev.Error)
-			}
-		}
-		// A reply goes to its request once; one nobody waits for (forged,
-		// late or a duplicate) is dropped, never waited on.
-		d.mu.Lock()
-		c := d.pending[ev.ID]
-		delete(d.pending, ev.ID)
-		d.mu.Unlock()
-		if c == nil {
-			d.reject("reply to no pending request")
-			return
-		}
-		select {
-		case c <- rep:
-		default:
-			d.reject("a second reply to a request")
-		}
-	default:
-		d.reject("unknown event", "ev", ev.Ev)
-	}
-}
-
-// kill ends the driver and everything it started, and waits.
-func (d *driver) kill() {
-	_ = d.proc.Kill()
-	<-d.exited
-}
-
-// interrupt sends SIGINT to the driver's process group, as ^C does.
-func (d *driver) interrupt() error {
-	return d.proc.SignalGroup(syscall.SIGINT)
-}
-
-// deathReason says how the driver ended, for kernel/status dead:
-// "killed: memory limit", "exited with code 3".
-func (d *driver) deathReason() string {
-	d.mu.Lock()
-	st, tail := d.status, string(d.tail)
-	d.mu.Unlock()
-	if st.Reason != "" {
-		return st.Reason
-	}
-	lim := d.k.limits.MemoryBytes
-	lower := strings.ToLower(tail)
-	oom := strings.Contains(lower, "out of memory") || strings.Contains(lower, "memoryerror") ||
-		strings.Contains(lower, "cannot allocate memory") || strings.Contains(lower, "bad_alloc")
-	abnormal := st.Signal != 0 || st.Code == 134 || st.Code == 133 || st.Code == 137
-	if abnormal && (oom || (lim > 0 && st.MaxRSSBytes >= lim/2)) {
-		return "killed: memory limit"
-	}
-	return st.String()
-}
-
-// tailText is the end of the driver's stderr, for an error message.
-func (d *driver) tailText() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t := strings.TrimSpace(string(d.tail))
-	if t == "" {
-		return ""
-	}
-	if len(t) > 1000 {
-		t = "..." + t[len(t)-1000:]
-	}
-	return ": " + t
 }

@@ -17,3 +17,10 @@ var (
 	// ErrClosed: the manager is shutting down.
 	ErrClosed = errors.New("kernel manager closed")
 )
+
+// driverGone is a driver's answer to a request once it is gone: it died,
+// or stopped reading requests. The kernel answers it as deadErr.
+type driverGone struct{ reason string }
+
+func (e *driverGone) Error() string { return ErrDead.Error() + ": " + e.reason }
+func (e *driverGone) Unwrap() error { return ErrDead }

@@ -159,9 +159,9 @@ T = threading.Thread(target=later); T.start()`, nil)
 	if got := textOf(s.of("run2")); !strings.Contains(got, "dropped") || !strings.Contains(got, "joined") {
 		t.Errorf("run2's output %q: want the note that an oversized output was dropped, and the print", got)
 	}
-	k.mu.Lock()
-	replay := k.replayN
-	k.mu.Unlock()
+	k.out.mu.Lock()
+	replay := k.out.replayN
+	k.out.mu.Unlock()
 	if replay > 4*limit {
 		t.Errorf("%d bytes kept for replay", replay)
 	}

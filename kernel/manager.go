@@ -2,13 +2,9 @@ package kernel
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"path"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,13 +60,16 @@ type Manager struct {
 	log   *slog.Logger
 	audit *auditLog
 
-	mu      sync.Mutex // guards kernels, reserved, closed
+	// mu guards kernels, reserved and closed; it is taken with no other
+	// lock held.
+	mu      sync.Mutex
 	kernels map[string]*Kernel
 	// reserved counts kernels starting, so MaxKernels holds under races.
 	reserved int
 	closed   bool
 
-	stop chan struct{}
+	stop chan struct{}  // closed by Close: ends cullLoop
+	wg   sync.WaitGroup // cullLoop
 
 	// Execution counters for daemon/stats.
 	total, ok, failed, timedOut, interrupted atomic.Int64
@@ -115,7 +114,7 @@ func NewManager(opts Options) *Manager {
 		m.audit = newAuditLog(opts.AuditDir, opts.AuditMaxBytes, opts.Logger)
 	}
 	if opts.CullIdle > 0 {
-		go m.cullLoop()
+		m.wg.Go(m.cullLoop)
 	}
 	return m
 }
@@ -127,193 +126,6 @@ func (m *Manager) Stats() Stats {
 
 // MaxCodeBytes is the bound on one execution's code.
 func (m *Manager) MaxCodeBytes() int { return m.opts.MaxCodeBytes }
-
-func (m *Manager) language(id string) (Language, error) {
-	var langs []Language
-	if m.opts.Languages != nil {
-		langs = m.opts.Languages()
-	}
-	known := make([]string, 0, len(langs))
-	for _, l := range langs {
-		if l.ID == id {
-			if _, ok := drivers[id]; !ok {
-				break
-			}
-			if !l.Available {
-				return l, fmt.Errorf("%w: %s: %s", ErrLanguage, id, l.Reason)
-			}
-			return l, nil
-		}
-		known = append(known, l.ID)
-	}
-	return Language{}, fmt.Errorf("%w: invalid params for kernel/start: field \"language\" is %q; this daemon runs %s",
-		ErrInvalid, id, strings.Join(known, ", "))
-}
-
-// Start starts a kernel; opener receives its notifications.
-func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opener Sink) (*Kernel, error) {
-	lang, err := m.language(p.Language)
-	if err != nil {
-		return nil, err
-	}
-	switch p.Sandbox {
-	case "", protocol.SandboxModeRequired, protocol.SandboxModeBestEffort:
-	default:
-		return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"sandbox\" must be \"required\" or \"best-effort\", got %q", ErrInvalid, p.Sandbox)
-	}
-	network := p.Network
-	switch network {
-	case "":
-		network = protocol.NetworkModeNone
-	case protocol.NetworkModeNone, protocol.NetworkModeHost:
-	default:
-		return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"network\" must be \"none\" or \"host\", got %q", ErrInvalid, p.Network)
-	}
-	limits, err := workspace.ResolveLimits(p.Limits, workspace.DefaultLimits)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := kernelDir(p.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	env, err := kernelEnv(p.Env)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.reserve(); err != nil {
-		return nil, err
-	}
-	reserved := true
-	defer func() {
-		if reserved {
-			m.unreserve()
-		}
-	}()
-
-	id := newID()
-	var ws *workspace.Workspace
-	ownWS := p.WorkspaceID == ""
-	if ownWS {
-		ws, err = m.opts.Workspaces.Open(ctx, protocol.WorkspaceOpenParams{Mode: protocol.WorkspaceModeScratch, Name: "kernel-" + id})
-	} else {
-		ws, err = m.opts.Workspaces.Get(p.WorkspaceID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	k := &Kernel{
-		m: m, id: id, lang: p.Language, langInfo: lang, ws: ws, ownWS: ownWS,
-		limits: limits, env: env, dir: dir, network: network,
-		sinks:     map[Sink]struct{}{},
-		state:     protocol.KernelStateStarting,
-		startedAt: now, lastActivity: now,
-		drainBuf: make([]byte, readChunk),
-		wake:     make(chan struct{}, 1),
-		closed:   make(chan struct{}),
-	}
-	if opener != nil {
-		k.sinks[opener] = struct{}{}
-	}
-	k.opener = opener
-	d, err := k.startDriver(ctx)
-	if err != nil {
-		if ownWS {
-			_ = m.opts.Workspaces.Close(context.WithoutCancel(ctx), ws.ID(), true)
-		}
-		return nil, err
-	}
-	k.drv = d
-	k.state = protocol.KernelStateIdle
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		k.shutdown(context.WithoutCancel(ctx))
-		return nil, ErrClosed
-	}
-	m.kernels[id] = k
-	m.reserved--
-	reserved = false
-	m.mu.Unlock()
-	go k.loop()
-	go k.watch(d)
-	k.notifyStatus(protocol.KernelStateIdle, "")
-	m.log.Info("kernel started", "kernel", id, "language", k.lang, "workspace", ws.ID(), "version", d.version)
-	return k, nil
-}
-
-func (m *Manager) reserve() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	if len(m.kernels)+m.reserved >= m.opts.MaxKernels {
-		return fmt.Errorf("%w: %d kernels run, the most this daemon runs at once (--max-kernels); shut one down", ErrLimit, m.opts.MaxKernels)
-	}
-	m.reserved++
-	return nil
-}
-
-func (m *Manager) unreserve() {
-	m.mu.Lock()
-	m.reserved--
-	m.mu.Unlock()
-}
-
-// kernelDir is the driver's working directory: cwd relative to /workspace.
-func kernelDir(cwd string) (string, error) {
-	if cwd == "" {
-		return "/workspace", nil
-	}
-	if strings.HasPrefix(cwd, "/") {
-		clean := path.Clean(cwd)
-		if clean == "/workspace" || strings.HasPrefix(clean, "/workspace/") {
-			return clean, nil
-		}
-		return "", fmt.Errorf("%w: kernel/start cwd %q is absolute; it is relative to the workspace", workspace.ErrPathOutside, cwd)
-	}
-	clean := path.Clean(cwd)
-	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("%w: kernel/start cwd %q climbs out of the workspace", workspace.ErrPathOutside, cwd)
-	}
-	return path.Join("/workspace", clean), nil
-}
-
-// kernelEnv is the sandbox's default environment with extra added.
-func kernelEnv(extra map[string]string) ([]string, error) {
-	env := workspace.DefaultEnv()
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := extra[k]
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"env\" has a bad entry %q", ErrInvalid, k)
-		}
-		env = setEnv(env, k, v)
-	}
-	return env, nil
-}
-
-func setEnv(env []string, k, v string) []string {
-	for i, kv := range env {
-		if strings.HasPrefix(kv, k+"=") {
-			env[i] = k + "=" + v
-			return env
-		}
-	}
-	return append(env, k+"="+v)
-}
-
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "k-" + hex.EncodeToString(b[:])
-}
 
 // Get returns a kernel.
 func (m *Manager) Get(id string) (*Kernel, error) {
@@ -375,14 +187,15 @@ func (m *Manager) DetachAll(s Sink) {
 func (m *Manager) ShutdownOpenedBy(ctx context.Context, s Sink) {
 	var wg sync.WaitGroup
 	for _, k := range m.snapshot() {
-		if k.opener == s {
+		if k.out.openedBy(s) {
 			wg.Go(func() { k.shutdown(ctx) })
 		}
 	}
 	wg.Wait()
 }
 
-// Close shuts every kernel down (the daemon is ending).
+// Close shuts every kernel down and waits for the manager's goroutines
+// (the daemon is ending); Start fails afterwards.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	if m.closed {
@@ -392,6 +205,7 @@ func (m *Manager) Close() {
 	m.closed = true
 	close(m.stop)
 	m.mu.Unlock()
+	m.wg.Wait()
 	var wg sync.WaitGroup
 	for _, k := range m.snapshot() {
 		wg.Go(func() { k.shutdown(context.Background()) })

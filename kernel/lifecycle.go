@@ -1,0 +1,351 @@
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
+)
+
+// A kernel's life: Start, then restarts (kernel/restart, or an interrupt
+// that did not stop the code) and deaths (watch), until shutdown.
+
+// Start is kernel/start: it starts a kernel and returns once its driver is
+// ready; opener (if not nil) is attached to it.
+func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opener Sink) (*Kernel, error) {
+	lang, err := m.language(p.Language)
+	if err != nil {
+		return nil, err
+	}
+	switch p.Sandbox {
+	case "", protocol.SandboxModeRequired, protocol.SandboxModeBestEffort:
+	default:
+		return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"sandbox\" must be \"required\" or \"best-effort\", got %q", ErrInvalid, p.Sandbox)
+	}
+	network := p.Network
+	switch network {
+	case "":
+		network = protocol.NetworkModeNone
+	case protocol.NetworkModeNone, protocol.NetworkModeHost:
+	default:
+		return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"network\" must be \"none\" or \"host\", got %q", ErrInvalid, p.Network)
+	}
+	limits, err := workspace.ResolveLimits(p.Limits, workspace.DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := kernelDir(p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	env, err := kernelEnv(p.Env)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.reserve(); err != nil {
+		return nil, err
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			m.unreserve()
+		}
+	}()
+
+	id := newID()
+	var ws *workspace.Workspace
+	ownWS := p.WorkspaceID == ""
+	if ownWS {
+		ws, err = m.opts.Workspaces.Open(ctx, protocol.WorkspaceOpenParams{Mode: protocol.WorkspaceModeScratch, Name: "kernel-" + id})
+	} else {
+		ws, err = m.opts.Workspaces.Get(p.WorkspaceID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	k := &Kernel{
+		m: m, id: id, lang: p.Language, langInfo: lang, ws: ws, ownWS: ownWS,
+		limits: limits, env: env, dir: dir, network: network,
+		out:       newOutput(id, m.opts.ReplayBytes, opener),
+		state:     protocol.KernelStateStarting,
+		startedAt: now, lastActivity: now,
+		wake:   make(chan struct{}, 1),
+		closed: make(chan struct{}),
+		ended:  make(chan struct{}),
+	}
+	d, err := k.startDriver(ctx)
+	if err != nil {
+		if ownWS {
+			_ = m.opts.Workspaces.Close(context.WithoutCancel(ctx), ws.ID(), true)
+		}
+		return nil, err
+	}
+	k.drv = d
+	k.setState(protocol.KernelStateIdle, "")
+	// The kernel's goroutines are counted before anyone else can see it,
+	// so that shutdown finds them all.
+	k.wg.Go(k.loop)
+	k.wg.Go(func() { k.watch(d) })
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		k.shutdown(context.WithoutCancel(ctx))
+		return nil, ErrClosed
+	}
+	m.kernels[id] = k
+	m.reserved--
+	reserved = false
+	m.mu.Unlock()
+	m.log.Info("kernel started", "kernel", id, "language", k.lang, "workspace", ws.ID(), "version", d.version)
+	return k, nil
+}
+
+// language is the host's language id, if a kernel can run it.
+func (m *Manager) language(id string) (Language, error) {
+	var langs []Language
+	if m.opts.Languages != nil {
+		langs = m.opts.Languages()
+	}
+	known := make([]string, 0, len(langs))
+	for _, l := range langs {
+		if l.ID == id {
+			if _, ok := drivers[id]; !ok {
+				break
+			}
+			if !l.Available {
+				return l, fmt.Errorf("%w: %s: %s", ErrLanguage, id, l.Reason)
+			}
+			return l, nil
+		}
+		known = append(known, l.ID)
+	}
+	return Language{}, fmt.Errorf("%w: invalid params for kernel/start: field \"language\" is %q; this daemon runs %s",
+		ErrInvalid, id, strings.Join(known, ", "))
+}
+
+func (m *Manager) reserve() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if len(m.kernels)+m.reserved >= m.opts.MaxKernels {
+		return fmt.Errorf("%w: %d kernels run, the most this daemon runs at once (--max-kernels); shut one down", ErrLimit, m.opts.MaxKernels)
+	}
+	m.reserved++
+	return nil
+}
+
+func (m *Manager) unreserve() {
+	m.mu.Lock()
+	m.reserved--
+	m.mu.Unlock()
+}
+
+// kernelDir is the driver's working directory: cwd relative to /workspace.
+func kernelDir(cwd string) (string, error) {
+	if cwd == "" {
+		return "/workspace", nil
+	}
+	if strings.HasPrefix(cwd, "/") {
+		clean := path.Clean(cwd)
+		if clean == "/workspace" || strings.HasPrefix(clean, "/workspace/") {
+			return clean, nil
+		}
+		return "", fmt.Errorf("%w: kernel/start cwd %q is absolute; it is relative to the workspace", workspace.ErrPathOutside, cwd)
+	}
+	clean := path.Clean(cwd)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%w: kernel/start cwd %q climbs out of the workspace", workspace.ErrPathOutside, cwd)
+	}
+	return path.Join("/workspace", clean), nil
+}
+
+// kernelEnv is the sandbox's default environment with extra added.
+func kernelEnv(extra map[string]string) ([]string, error) {
+	env := workspace.DefaultEnv()
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := extra[k]
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"env\" has a bad entry %q", ErrInvalid, k)
+		}
+		env = setEnv(env, k, v)
+	}
+	return env, nil
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "k-" + hex.EncodeToString(b[:])
+}
+
+// startDriver starts the kernel's driver and waits until it is ready; a
+// shutdown meanwhile ends the start.
+func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
+	spec := drivers[k.lang]
+	argv := spec.argv
+	if k.langInfo.Path != "" {
+		// The interpreter DetectLanguages found (and initialize reported),
+		// in a directory the sandbox has.
+		argv = append([]string{k.langInfo.Path}, argv[1:]...)
+	}
+	return startDriver(ctx, driverConfig{
+		kernelID: k.id, lang: k.lang, bashFraming: spec.bashFraming,
+		ws: k.ws, argv: argv, env: k.env, dir: k.dir, limits: k.limits, network: k.network,
+		startTimeout: k.m.opts.StartTimeout, log: k.m.log,
+		out: k.out, prompt: k, stop: k.closed,
+	})
+}
+
+// Restart is kernel/restart: a fresh interpreter, state and execution count
+// reset. Queued executions end aborted; a running one ends aborted with
+// error KernelRestarted.
+func (k *Kernel) Restart(ctx context.Context) error {
+	k.mu.Lock()
+	d := k.drv
+	k.mu.Unlock()
+	return k.restart(ctx, d)
+}
+
+// restart replaces old with a new driver, unless it was replaced already.
+func (k *Kernel) restart(ctx context.Context, old *driver) error {
+	k.mu.Lock()
+	if k.shut {
+		k.mu.Unlock()
+		return k.shutErr()
+	}
+	if k.restarting {
+		// Someone else restarts it: answer when that restart is done.
+		ch := k.restarted
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	if k.drv != old {
+		k.mu.Unlock()
+		return nil // restarted already
+	}
+	k.restarting = true
+	k.restarted = make(chan struct{})
+	done := k.restarted
+	k.mu.Unlock()
+	defer close(done)
+	k.setState(protocol.KernelStateRestarting, "")
+	k.abortQueued("the kernel was restarted")
+	if old != nil {
+		old.kill()
+	}
+	k.setState(protocol.KernelStateStarting, "")
+	d, err := k.startDriver(ctx)
+	k.mu.Lock()
+	k.restarting = false
+	if k.shut {
+		// Shut down meanwhile (shutdown waits for this restart): the new
+		// driver goes too.
+		k.drv = nil
+		k.mu.Unlock()
+		if d != nil {
+			d.kill()
+		}
+		return k.shutErr()
+	}
+	if err != nil {
+		k.drv = nil
+		k.mu.Unlock()
+		k.setState(protocol.KernelStateDead, err.Error())
+		return err
+	}
+	k.drv = d
+	k.count = 0
+	k.history = nil
+	busy := k.current != nil
+	k.wg.Go(func() { k.watch(d) }) // under mu, not shut: shutdown will wait for it
+	k.mu.Unlock()
+	if busy {
+		k.setState(protocol.KernelStateBusy, "")
+	} else {
+		k.setState(protocol.KernelStateIdle, "")
+	}
+	return nil
+}
+
+// watch reports the death of a driver that nobody killed on purpose.
+func (k *Kernel) watch(d *driver) {
+	select {
+	case <-d.exited:
+	case <-k.closed:
+		return
+	}
+	k.mu.Lock()
+	expected := k.shut || k.restarting || k.drv != d
+	k.mu.Unlock()
+	if expected {
+		return
+	}
+	reason := d.deathReason()
+	k.m.log.Info("kernel died", "kernel", k.id, "reason", reason)
+	k.setState(protocol.KernelStateDead, reason)
+}
+
+// shutdown ends the kernel: when it returns, every process it started and
+// every goroutine of it is gone, and a scratch workspace of its own is
+// removed. A second call waits for the first.
+func (k *Kernel) shutdown(ctx context.Context) {
+	k.mu.Lock()
+	if k.shut {
+		k.mu.Unlock()
+		<-k.ended
+		return
+	}
+	k.shut = true
+	restarting, restarted := k.restarting, k.restarted
+	k.mu.Unlock()
+	close(k.closed) // the loop, the watches and a start under way stop
+	if restarting {
+		<-restarted
+	}
+	k.mu.Lock()
+	d := k.drv
+	k.mu.Unlock()
+	if d != nil {
+		d.kill()
+	}
+	k.wg.Wait()
+	k.m.forget(k)
+	k.setState(protocol.KernelStateDead, "shut down")
+	if k.ownWS {
+		if err := k.m.opts.Workspaces.Close(context.WithoutCancel(ctx), k.ws.ID(), true); err != nil {
+			k.m.log.Warn("cannot remove a kernel's scratch workspace", "kernel", k.id, "workspace", k.ws.ID(), "err", err)
+		}
+	}
+	k.m.log.Info("kernel shut down", "kernel", k.id)
+	close(k.ended)
+}
