@@ -1,4 +1,4 @@
-# cellbox Python kernel driver, run by the kernel manager as `python3 -I -c SRC`.
+# cellbox Python kernel driver, run by the kernel manager as `python3 -c SRC`.
 #
 # The contract with the manager is kernel/drivers/README.md: requests are JSON lines on fd 3, events
 # JSON lines on fd 4, fds 1 and 2 are the user code's stdout and stderr, fd 0 is /dev/null.
@@ -183,12 +183,14 @@ signal.signal(signal.SIGINT, on_sigint)
 
 
 def extend_path():
-    """What plain `python3` has on sys.path and -I dropped: the cwd, PYTHONPATH, the user site."""
+    """What plain `python3` has on sys.path: the cwd, PYTHONPATH, the user site. The manager runs
+    `python3 -c` (not -I), so python normally did this already; this restores what an isolated
+    start would have dropped."""
     extra = [""] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[0:0] = [p for p in extra if p not in sys.path]
     import site
     if site.ENABLE_USER_SITE or os.environ.get("PYTHONNOUSERSITE"):
-        return  # python did it (run without -I), or the user does not want it
+        return  # python did it (not isolated), or the user does not want it
     n = len(sys.path)
     try:
         site.ENABLE_USER_SITE = True
