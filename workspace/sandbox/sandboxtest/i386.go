@@ -123,16 +123,8 @@ func kernelConfig() ([]byte, string) {
 			}
 		}
 	}
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		var rel []byte
-		for _, c := range u.Release {
-			if c == 0 {
-				break
-			}
-			rel = append(rel, byte(c))
-		}
-		p := "/boot/config-" + string(rel)
+	if rel, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		p := "/boot/config-" + strings.TrimSpace(string(rel))
 		if b, err := os.ReadFile(p); err == nil {
 			return b, p
 		}
