@@ -36,6 +36,8 @@ type auditLog struct {
 	maxBytes  int64
 	log       *slog.Logger
 
+	// mu guards f and size, and orders the lines; it is taken with no
+	// other lock held.
 	mu   sync.Mutex
 	f    *os.File
 	size int64
