@@ -27,7 +27,8 @@ type Sink interface {
 //
 // Output flows one way: the driver's read loop reports what it reads into
 // out (a reporter), which numbers it, keeps it for replay and sends it to
-// the sinks; out calls nothing of the kernel's.
+// the sinks; out calls nothing of the kernel's. Input requests reach the
+// kernel as a prompter.
 //
 // Lock order: none of the kernel's mutexes is held while another is taken
 // (Kernel.mu, output.mu, driver.wmu, driver.mu, Manager.mu, auditLog.mu);
@@ -50,7 +51,8 @@ type Kernel struct {
 
 	// wg counts the kernel's goroutines (the execution loop, a watch per
 	// driver, input requests waiting for the client); shutdown waits for
-	// them. They are added only under mu while shut is false (spawn).
+	// them. They are added before Start publishes the kernel, or later
+	// under mu while shut is false (spawn, restart), never during Wait.
 	wg sync.WaitGroup
 
 	// mu guards the fields below; it is taken with no other lock held.
