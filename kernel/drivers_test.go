@@ -20,7 +20,7 @@ func TestRealDrivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ws.Shutdown)
+	t.Cleanup(ws.Close)
 	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
 	t.Cleanup(m.Close)
 	cases := []struct{ lang, set, get, loop string }{

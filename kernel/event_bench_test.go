@@ -18,7 +18,7 @@ func BenchmarkDisplayEvents(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(ws.Shutdown)
+	b.Cleanup(ws.Close)
 	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
 	b.Cleanup(m.Close)
 	k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "python"}, &sink{})

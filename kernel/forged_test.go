@@ -49,7 +49,7 @@ func realPythonKernel(t *testing.T, limits *protocol.Limits) (*Manager, *Kernel,
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ws.Shutdown)
+	t.Cleanup(ws.Close)
 	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
 	t.Cleanup(m.Close)
 	s := &sink{}

@@ -84,7 +84,7 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 	d, err := k.startDriver(ctx)
 	if err != nil {
 		if ownWS {
-			_ = m.opts.Workspaces.Close(context.WithoutCancel(ctx), ws.ID(), true)
+			_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), ws.ID(), true)
 		}
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func (k *Kernel) shutdown(ctx context.Context) {
 	k.m.forget(k)
 	k.setState(protocol.KernelStateDead, "shut down")
 	if k.ownWS {
-		if err := k.m.opts.Workspaces.Close(context.WithoutCancel(ctx), k.ws.ID(), true); err != nil {
+		if err := k.m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), k.ws.ID(), true); err != nil {
 			k.m.log.Warn("cannot remove a kernel's scratch workspace", "kernel", k.id, "workspace", k.ws.ID(), "err", err)
 		}
 	}

@@ -81,7 +81,7 @@ func newTestManager(t *testing.T, opts Options) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ws.Shutdown)
+	t.Cleanup(ws.Close)
 	opts.Workspaces = ws
 	opts.Languages = func() []Language { return []Language{{ID: "probe", Available: true, Version: "1"}} }
 	m := NewManager(opts)

@@ -193,7 +193,7 @@ func (m *Manager) Open(ctx context.Context, p protocol.PtyOpenParams, opener Sin
 	undo := func() {
 		m.release("")
 		if own {
-			_ = m.opts.Workspaces.Close(context.WithoutCancel(ctx), w.ID(), true)
+			_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), w.ID(), true)
 		}
 	}
 	if err := m.reserve(w.ID()); err != nil {
@@ -294,7 +294,7 @@ func (m *Manager) ended(s *Session) {
 	m.release(s.ws.ID())
 	m.release("")
 	if s.ownWS {
-		if err := m.opts.Workspaces.Close(context.Background(), s.ws.ID(), true); err != nil {
+		if err := m.opts.Workspaces.CloseWorkspace(context.Background(), s.ws.ID(), true); err != nil {
 			m.log.Warn("closing a terminal's own workspace", "pty", s.id, "workspace", s.ws.ID(), "err", err)
 		}
 	}

@@ -49,9 +49,9 @@ func newEnv(t *testing.T, opts Options) *env {
 	t.Cleanup(func() {
 		m.Close()
 		for _, info := range ws.List() {
-			_ = ws.Close(context.Background(), info.WorkspaceID, true)
+			_ = ws.CloseWorkspace(context.Background(), info.WorkspaceID, true)
 		}
-		ws.Shutdown()
+		ws.Close()
 	})
 	return &env{ws: ws, m: m, project: project}
 }

@@ -145,7 +145,7 @@ func newTestDaemon(t testing.TB, opts Options) *Daemon {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(m.Shutdown)
+		t.Cleanup(m.Close)
 		opts.Workspaces = m
 	}
 	if opts.Ptys == nil {

@@ -29,7 +29,7 @@ func (c *conn) WorkspaceClose(ctx context.Context, p *protocol.WorkspaceClosePar
 	if p.WorkspaceID == "" {
 		return nil, missingField(protocol.MethodWorkspaceClose, "workspaceId")
 	}
-	if err := c.d.opts.Workspaces.Close(ctx, p.WorkspaceID, p.Discard); err != nil {
+	if err := c.d.opts.Workspaces.CloseWorkspace(ctx, p.WorkspaceID, p.Discard); err != nil {
 		return nil, err
 	}
 	return &protocol.Empty{}, nil

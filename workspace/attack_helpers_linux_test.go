@@ -58,9 +58,9 @@ func newAttackEnv(t *testing.T) *attackEnv {
 	// discard opening it.
 	t.Cleanup(func() {
 		for _, info := range m.List() {
-			_ = m.Close(context.Background(), info.WorkspaceID, true)
+			_ = m.CloseWorkspace(context.Background(), info.WorkspaceID, true)
 		}
-		m.Shutdown()
+		m.Close()
 	})
 	return &attackEnv{m: m, state: state, project: project}
 }

@@ -291,7 +291,7 @@ func TestAttackTmpIsFresh(t *testing.T) {
 	if r.Status.Code != 0 {
 		t.Fatalf("%s %s", outcome(r), stderrTail(r))
 	}
-	if err := e.m.Close(context.Background(), w.ID(), false); err != nil {
+	if err := e.m.CloseWorkspace(context.Background(), w.ID(), false); err != nil {
 		t.Fatal(err)
 	}
 	w2 := e.open(t, "tmp")
@@ -368,11 +368,11 @@ func TestAttackSystemRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Shutdown)
+	t.Cleanup(m.Close)
 	for _, root := range []string{"", "/", "/etc", "/usr/share", "/var/lib", "/home", "/tmp", link, "/etc/../etc/"} {
 		w, err := m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: root})
 		if err == nil {
-			_ = m.Close(context.Background(), w.ID(), true)
+			_ = m.CloseWorkspace(context.Background(), w.ID(), true)
 			t.Errorf("root %q was opened as %s", root, w.Info().Root)
 			continue
 		}
@@ -388,12 +388,12 @@ func TestAttackSystemRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(allowed.Shutdown)
+	t.Cleanup(allowed.Close)
 	w, err := allowed.Open(context.Background(), protocol.WorkspaceOpenParams{Root: "/etc"})
 	if err != nil {
 		t.Fatalf("/etc with AllowSystemRoots: %v", err)
 	}
-	_ = allowed.Close(context.Background(), w.ID(), true)
+	_ = allowed.CloseWorkspace(context.Background(), w.ID(), true)
 }
 
 // TestAttackStateDirInProject: a daemon started in the home directory with
@@ -432,9 +432,9 @@ func TestAttackStateDirInProject(t *testing.T) {
 			}
 			t.Cleanup(func() {
 				for _, info := range m.List() {
-					_ = m.Close(context.Background(), info.WorkspaceID, true)
+					_ = m.CloseWorkspace(context.Background(), info.WorkspaceID, true)
 				}
-				m.Shutdown()
+				m.Close()
 			})
 			other, err := m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: project, Name: "other"})
 			if err != nil {

@@ -188,7 +188,7 @@ func TestAttackSpawnerSignals(t *testing.T) {
 			case r = <-done:
 			case <-time.After(8 * time.Second):
 				// Unwedge it for the cleanup.
-				_ = e.m.Close(context.Background(), w.ID(), false)
+				_ = e.m.CloseWorkspace(context.Background(), w.ID(), false)
 				t.Fatalf("signalling the spawner with %s wedged the workspace: Run did not return despite its timeout and context", unix.SignalName(sig))
 			}
 			if r == nil {
@@ -211,7 +211,7 @@ func TestAttackSpawnerSignals(t *testing.T) {
 					t.Fatalf("the workspace after kill(spawner, %s): %v", unix.SignalName(sig), r)
 				}
 			case <-time.After(8 * time.Second):
-				_ = e.m.Close(context.Background(), w.ID(), false)
+				_ = e.m.CloseWorkspace(context.Background(), w.ID(), false)
 				t.Fatalf("the workspace is wedged after kill(spawner, %s)", unix.SignalName(sig))
 			}
 		})
@@ -294,7 +294,7 @@ func TestAttackNoProcessLeftAfterClose(t *testing.T) {
 	if !found || len(in) < 3 {
 		t.Fatalf("the marker sleep is not running in the sandbox: %v", in)
 	}
-	if err := e.m.Close(context.Background(), w.ID(), false); err != nil {
+	if err := e.m.CloseWorkspace(context.Background(), w.ID(), false); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range hostProcs() {

@@ -338,9 +338,9 @@ func (m *Manager) Len() int {
 	return len(m.open)
 }
 
-// Close stops a workspace's sandbox (every process is gone when it
+// CloseWorkspace stops a workspace's sandbox (every process is gone when it
 // returns); its files stay on disk unless discard.
-func (m *Manager) Close(ctx context.Context, id string, discard bool) error {
+func (m *Manager) CloseWorkspace(ctx context.Context, id string, discard bool) error {
 	m.mu.Lock()
 	w, ok := m.open[id]
 	if ok {
@@ -364,8 +364,9 @@ func (m *Manager) Close(ctx context.Context, id string, discard bool) error {
 	return nil
 }
 
-// Shutdown stops every sandbox; the workspaces stay on disk.
-func (m *Manager) Shutdown() {
+// Close stops every sandbox: the daemon is ending (as kernel.Manager.Close
+// and pty.Manager.Close). The workspaces stay on disk.
+func (m *Manager) Close() {
 	if m.pool != nil {
 		m.pool.Close()
 	}

@@ -82,7 +82,7 @@ func runExec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "cellbox exec: %v\n", err)
 		return 1
 	}
-	defer func() { _ = m.Close(context.Background(), w.ID(), cfg.mode == "scratch" && !cfg.keep) }()
+	defer func() { _ = m.CloseWorkspace(context.Background(), w.ID(), cfg.mode == "scratch" && !cfg.keep) }()
 	limits, err := workspace.ResolveLimits(&cfg.limits, workspace.DefaultLimits)
 	if err != nil {
 		fmt.Fprintf(stderr, "cellbox exec: %v\n", err)

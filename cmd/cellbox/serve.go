@@ -107,7 +107,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		log.Error("cannot open the workspaces", "err", err)
 		return 1
 	}
-	defer ws.Shutdown()
+	defer ws.Close()
 	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log, CullIdle: cfg.cullIdle})
 	defer ptys.Close() // before the workspaces'
 	caps, languages := hostCapabilities(cfg.stateDir, log)
