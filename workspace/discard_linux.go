@@ -128,55 +128,51 @@ func underAny(p string, roots []string) bool {
 // writes. It returns the paths done; progress (may be nil) is called after
 // each.
 func (w *Workspace) matchProject(ctx context.Context, proj int, paths []string, progress func()) ([]string, error) {
-	type job struct {
-		p   string
-		src *projectFile
-	}
-	var removes, writes []job
+	var removes, writes []string
 	for _, p := range paths {
 		src, err := openProjectFile(proj, p)
 		if err != nil {
 			return nil, fmt.Errorf("discard %s: read the project's file: %w", p, err)
 		}
 		if src == nil {
-			removes = append(removes, job{p: p})
+			removes = append(removes, p)
 		} else {
 			src.close()
-			writes = append(writes, job{p: p})
+			writes = append(writes, p)
 		}
 	}
-	sort.Slice(removes, func(i, j int) bool { return removes[i].p > removes[j].p })
+	sort.Sort(sort.Reverse(sort.StringSlice(removes)))
 	var done []string
-	for _, j := range removes {
+	for _, p := range removes {
 		if err := ctx.Err(); err != nil {
 			return done, err
 		}
-		if err := w.viewRemove(j.p, proj, false); err != nil {
+		if err := w.viewRemove(p, proj, false); err != nil {
 			return done, err
 		}
-		done = append(done, j.p)
+		done = append(done, p)
 		if progress != nil {
 			progress()
 		}
 	}
-	for _, j := range writes {
+	for _, p := range writes {
 		if err := ctx.Err(); err != nil {
 			return done, err
 		}
-		src, err := openProjectFile(proj, j.p)
+		src, err := openProjectFile(proj, p)
 		if err != nil {
-			return done, fmt.Errorf("discard %s: read the project's file: %w", j.p, err)
+			return done, fmt.Errorf("discard %s: read the project's file: %w", p, err)
 		}
 		if src == nil { // gone since
-			err = w.viewRemove(j.p, proj, false)
+			err = w.viewRemove(p, proj, false)
 		} else {
-			err = w.viewPut(j.p, src.put(), proj)
+			err = w.viewPut(p, src.put(), proj)
 			src.close()
 		}
 		if err != nil {
 			return done, err
 		}
-		done = append(done, j.p)
+		done = append(done, p)
 		if progress != nil {
 			progress()
 		}
