@@ -150,15 +150,17 @@ var _ prompter = (*Kernel)(nil)
 type driverConfig struct {
 	kernelID, lang string // for messages and the log
 	// bashFraming: requests are NUL-terminated fields (drivers/README.md).
-	bashFraming  bool
-	ws           *workspace.Workspace
-	argv         []string
-	env          []string
-	dir          string
-	limits       protocol.Limits
-	network      protocol.NetworkMode
-	startTimeout time.Duration
-	log          *slog.Logger
+	bashFraming bool
+	// interruptRequest: see driverSpec.
+	interruptRequest bool
+	ws               *workspace.Workspace
+	argv             []string
+	env              []string
+	dir              string
+	limits           protocol.Limits
+	network          protocol.NetworkMode
+	startTimeout     time.Duration
+	log              *slog.Logger
 	// out gets fds 1 and 2 and the output events; prompt the input events.
 	out    reporter
 	prompt prompter

@@ -134,9 +134,17 @@ func (d *driver) kill() {
 	d.wg.Wait()
 }
 
-// interrupt sends SIGINT to the driver's process group, as ^C does.
-func (d *driver) interrupt() error {
-	return d.proc.SignalGroup(syscall.SIGINT)
+// interrupt sends SIGINT to the driver's process group, as ^C does, and
+// to a driver that takes one (driverSpec.interruptRequest) an interrupt
+// request naming the execution, so that it cannot end the next one.
+func (d *driver) interrupt(execID string) error {
+	if err := d.proc.SignalGroup(syscall.SIGINT); err != nil {
+		return err
+	}
+	if d.cfg.interruptRequest {
+		return d.send(&request{Op: "interrupt", ID: execID})
+	}
+	return nil
 }
 
 // readLoop reads the driver's events and its fds 1 and 2 in one loop, so

@@ -21,8 +21,15 @@ type driverSpec struct {
 	argv []string
 	// bashFraming: requests are NUL-terminated fields (drivers/README.md).
 	bashFraming bool
-	mimetype    string
-	extension   string
+	// interruptRequest: kernel/interrupt also sends the driver an
+	// "interrupt" request for the running execution. node loses a SIGINT
+	// that lands while vm's breakOnSigint watchdog stops (the cell's
+	// synchronous part just returned): the cell then awaits on, and only a
+	// request read on its event loop ends it (TestRealDrivers,
+	// "javascript/SIGINT swallowed").
+	interruptRequest bool
+	mimetype         string
+	extension        string
 }
 
 var drivers = map[string]driverSpec{
@@ -32,9 +39,10 @@ var drivers = map[string]driverSpec{
 		extension: ".py",
 	},
 	"javascript": {
-		argv:      []string{"node", "-e", driverJavaScript},
-		mimetype:  "text/javascript",
-		extension: ".js",
+		argv:             []string{"node", "-e", driverJavaScript},
+		interruptRequest: true,
+		mimetype:         "text/javascript",
+		extension:        ".js",
 	},
 	"bash": {
 		argv:        []string{"bash", "--noprofile", "--norc", "-c", driverBash, "cellbox-bash"},

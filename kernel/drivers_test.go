@@ -63,6 +63,34 @@ func TestRealDrivers(t *testing.T) {
 			}
 		})
 	}
+	// node can lose a SIGINT that lands as vm's breakOnSigint watchdog
+	// stops; a cell that then awaits never sees it. The cell here swallows
+	// every SIGINT itself once it awaits (from a timer, outside vm's
+	// handling of SIGINT), as a lost one would be: kernel/interrupt still
+	// ends it, through the interrupt request.
+	t.Run("javascript/SIGINT swallowed", func(t *testing.T) {
+		s := &sink{}
+		k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "javascript"}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Shutdown(context.Background(), k.ID())
+		go func() {
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				if s.has("waiting\n") {
+					break
+				}
+			}
+			_ = k.Interrupt()
+		}()
+		res, _ := execProbe(t, k, s, "setTimeout(() => { process.removeAllListeners('SIGINT'); process.on('SIGINT', () => {}); console.log('waiting') }, 0)\nawait new Promise((r) => setTimeout(r, 30000)); console.log('slept')")
+		if res.Status != protocol.ExecutionStatusInterrupted || s.has("slept") {
+			t.Fatalf("a cell that swallows SIGINT, interrupted: %+v", res)
+		}
+		if res, outs := execProbe(t, k, s, "1 + 1"); res.Status != protocol.ExecutionStatusOK || len(outs) != 1 || outs[0].Data["text/plain"] != "2" {
+			t.Fatalf("after the interrupt: %+v %+v", res, outs)
+		}
+	})
 }
 
 func TestRealDriversAsUser(t *testing.T) {

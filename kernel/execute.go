@@ -269,12 +269,12 @@ func (k *Kernel) await(d *driver, e *execution, res *protocol.ExecuteResult, tim
 			return nil
 		case <-cancelled:
 			cancelled = nil
-			_ = d.interrupt()
+			_ = d.interrupt(e.id)
 			startGrace()
 		case <-timeout:
 			timeout = nil
 			timedOut = true
-			_ = d.interrupt()
+			_ = d.interrupt(e.id)
 			startGrace()
 		case <-grace:
 			// The code ignored the interrupt: restart the kernel.
@@ -324,15 +324,19 @@ func (k *Kernel) abortQueued(why string) {
 // Interrupt is kernel/interrupt: SIGINT to the running code, as ^C.
 func (k *Kernel) Interrupt() error {
 	k.mu.Lock()
-	d, st, busy, reason := k.drv, k.state, k.current != nil, k.deadReason
+	d, st, reason := k.drv, k.state, k.deadReason
+	var running string
+	if k.current != nil {
+		running = k.current.id
+	}
 	k.mu.Unlock()
 	if st == protocol.KernelStateDead || d == nil {
 		return k.deadErr(reason)
 	}
-	if !busy {
+	if running == "" {
 		return nil // nothing runs; a stray SIGINT would only race the next execution
 	}
-	if err := d.interrupt(); err != nil {
+	if err := d.interrupt(running); err != nil {
 		return fmt.Errorf("interrupt kernel %s: %w", k.id, err)
 	}
 	return nil

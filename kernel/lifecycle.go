@@ -214,7 +214,7 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 		argv = append([]string{k.langInfo.Path}, argv[1:]...)
 	}
 	return startDriver(ctx, driverConfig{
-		kernelID: k.id, lang: k.lang, bashFraming: spec.bashFraming,
+		kernelID: k.id, lang: k.lang, bashFraming: spec.bashFraming, interruptRequest: spec.interruptRequest,
 		ws: k.ws, argv: argv, env: k.env, dir: k.dir, limits: k.limits, network: k.network,
 		startTimeout: k.m.opts.StartTimeout, log: k.m.log,
 		out: k.out, prompt: k, stop: k.closed,

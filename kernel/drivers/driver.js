@@ -792,6 +792,12 @@ function handle(line) {
   try { req = JSON.parse(line); } catch { return; }
   if (!req || typeof req !== 'object') return;
   if (req.op === 'execute') return execute(req);
+  if (req.op === 'interrupt') {
+    // sent with SIGINT, which node can lose (see the SIGINT listener): ends the execution it
+    // names if it still waits, like the listener; a busy one was stopped by the SIGINT.
+    if (cur && cur.id === req.id && !cur.ended) finish(cur, 'interrupted');
+    return;
+  }
   if (req.op === 'input') {
     // the answer to the oldest pending input event of that execution
     if (cur && cur.id === req.id && cur.inputs.length) cur.inputs.shift()(req.eof ? null : String(req.value == null ? '' : req.value));
