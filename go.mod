@@ -2,6 +2,9 @@ module github.com/cellbox-dev/cellbox
 
 go 1.26.8
 
+// The editors' npm packages are not Go code, though one ships a Go package.
+ignore node_modules
+
 require (
 	github.com/aymanbagabas/go-udiff v0.4.1
 	github.com/bmatcuk/doublestar/v4 v4.10.4
