@@ -10,9 +10,11 @@
 // the driver's read loop reports events, which are untrusted input and
 // validated (README.md, "The driver's events are untrusted input"), into
 // the kernel's output, which numbers them, keeps a bounded replay for
-// kernel/attach and delivers them to [Sink]s. No mutex of the package is
-// held while another is taken; the output's is held while sinks are called,
-// so a sink must not call into the kernel.
+// kernel/attach and delivers them to [Sink]s. Its delivery lock is held
+// while sinks are called, so a sink must not call into the kernel; who is
+// attached has a lock of its own, so a stalled client holds up no one
+// else's kernel/list, detach or culling. No other mutex of the package is
+// held while another is taken.
 //
 // Kernels need Linux (their sandboxes do); elsewhere the package builds and
 // a start fails saying so.

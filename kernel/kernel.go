@@ -30,9 +30,11 @@ type Sink interface {
 // the sinks; out calls nothing of the kernel's. Input requests reach the
 // kernel as a prompter.
 //
-// Lock order: none of the kernel's mutexes is held while another is taken
-// (Kernel.mu, output.mu, driver.wmu, driver.mu, Manager.mu, auditLog.mu);
-// output.mu is held while sinks are called.
+// Lock order: output.mu before output.subMu; apart from that pair, none of
+// the kernel's mutexes is held while another is taken (Kernel.mu,
+// output.mu, driver.wmu, driver.mu, Manager.mu, auditLog.mu). output.mu is
+// held while sinks are called, so only delivery waits for it: who is
+// attached (kernel/list, detach, culling) is output.subMu's.
 type Kernel struct {
 	m        *Manager
 	id       string

@@ -281,3 +281,60 @@ func TestExecuteDuringRestart(t *testing.T) {
 		}
 	}
 }
+
+// stalledSink is a client that stops reading: its first output blocks
+// until release is closed.
+type stalledSink struct {
+	sink
+	once    sync.Once
+	stalled chan struct{}
+	release chan struct{}
+}
+
+func (s *stalledSink) KernelOutput(o protocol.KernelOutputParams) error {
+	s.once.Do(func() { close(s.stalled) })
+	<-s.release
+	return s.sink.KernelOutput(o)
+}
+
+// TestStalledSinkHoldsUpNoOneElse: while one attached client does not read
+// (its delivery blocks), kernel/list, kernel/detach of another client and
+// the cull check still answer at once (ARCHITECTURE.md constraint 8).
+func TestStalledSinkHoldsUpNoOneElse(t *testing.T) {
+	m := newTestManager(t, Options{})
+	other := &sink{}
+	k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "probe"}, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stalledSink{stalled: make(chan struct{}), release: make(chan struct{})}
+	if err := k.Attach(st, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = k.Execute(context.Background(), ExecRequest{Params: protocol.KernelExecuteParams{Code: "out x"}, Sink: other})
+	}()
+	select {
+	case <-st.stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stalled client never got output")
+	}
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		_ = k.Info()
+		_ = m.List()
+		_ = k.idleFor()
+		k.Detach(other)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		close(st.release)
+		t.Fatal("kernel/list, detach or the cull check waited for a client that does not read")
+	}
+	close(st.release)
+	<-done
+}

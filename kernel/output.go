@@ -40,17 +40,23 @@ type output struct {
 	// mu guards the fields below and orders delivery: each sink gets the
 	// notifications one at a time, in seq order, and a replay before the
 	// live output after it. It is taken with no other lock held, and held
-	// while sinks are called.
+	// while sinks are called, so a slow sink holds it: nothing but
+	// delivery may wait for it (kernel/list, detach and culling use subMu).
 	mu      sync.Mutex
 	seq     int64
 	replay  []kept
-	replayN int // the cost of replay
-	sinks   map[Sink]struct{}
-	opener  Sink                        // the connection that started the kernel, until it detaches
+	replayN int                         // the cost of replay
 	status  protocol.KernelStatusParams // the last sent, for a sink that attaches
 	cur     *execOutput                 // the running execution; nil between executions
 	last    string                      // the id of the last execution, for stray output
-	active  time.Time                   // when the last output came
+
+	// subMu guards who is attached. It is taken alone or under mu, never
+	// held while a sink is called.
+	subMu  sync.Mutex
+	sinks  map[Sink]struct{}
+	snap   []Sink // the sinks, rebuilt when they change (delivery reads it)
+	opener Sink   // the connection that started the kernel, until it detaches
+	active time.Time
 }
 
 // execOutput is the running execution, as its output sees it.
@@ -79,6 +85,7 @@ func newOutput(kernelID string, replayMax int, opener Sink) *output {
 	}
 	if opener != nil {
 		o.sinks[opener] = struct{}{}
+		o.snap = []Sink{opener}
 	}
 	return o
 }
@@ -138,7 +145,9 @@ func (o *output) emitLocked(p protocol.KernelOutputParams) {
 	} else {
 		p.ExecutionID = o.last
 	}
+	o.subMu.Lock()
 	o.active = time.Now()
+	o.subMu.Unlock()
 	p.KernelID = o.kernelID
 	size := outputSize(&p)
 	if e != nil && p.Kind != protocol.OutputKindError {
@@ -174,27 +183,25 @@ func (o *output) sendLocked(p protocol.KernelOutputParams, size int64) {
 	o.seq++
 	p.Seq = o.seq
 	o.keepLocked(p, size)
-	for s := range o.sinks {
+	for _, s := range o.recipientsLocked() {
 		if err := s.KernelOutput(p); err != nil {
-			o.detachLocked(s)
-		}
-	}
-	if s := o.execSinkLocked(); s != nil {
-		if err := s.KernelOutput(p); err != nil {
-			o.detachLocked(s)
+			o.detach(s)
 		}
 	}
 }
 
-// execSinkLocked is the running execution's sink when it is not attached.
-func (o *output) execSinkLocked() Sink {
+// recipientsLocked is who gets a notification now: the attached sinks,
+// and the running execution's sink when it is not attached.
+func (o *output) recipientsLocked() []Sink {
+	o.subMu.Lock()
+	defer o.subMu.Unlock()
 	if o.cur == nil || o.cur.sink == nil {
-		return nil
+		return o.snap
 	}
 	if _, ok := o.sinks[o.cur.sink]; ok {
-		return nil
+		return o.snap
 	}
-	return o.cur.sink
+	return append(o.snap[:len(o.snap):len(o.snap)], o.cur.sink)
 }
 
 // keepLocked holds p for kernel/attach replay, within replayMax.
@@ -219,10 +226,7 @@ func (o *output) setStatus(p protocol.KernelStatusParams) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.status = p
-	for s := range o.sinks {
-		_ = s.KernelStatus(p)
-	}
-	if s := o.execSinkLocked(); s != nil {
+	for _, s := range o.recipientsLocked() {
 		_ = s.KernelStatus(p)
 	}
 }
@@ -241,7 +245,10 @@ func (o *output) attach(s Sink, fromSeq *int64) error {
 			return fmt.Errorf("replay kernel %s output: %w", o.kernelID, err)
 		}
 	}
+	o.subMu.Lock()
 	o.sinks[s] = struct{}{}
+	o.rebuildLocked()
+	o.subMu.Unlock()
 	st := o.status
 	if st.State != protocol.KernelStateDead {
 		st.Reason = ""
@@ -250,30 +257,43 @@ func (o *output) attach(s Sink, fromSeq *int64) error {
 	return nil
 }
 
+// detach stops s getting notifications. It does not wait for a delivery
+// under way (which holds mu, and may be to a stalled client): one taken
+// before it may still reach s.
 func (o *output) detach(s Sink) {
-	o.mu.Lock()
-	o.detachLocked(s)
-	o.mu.Unlock()
-}
-
-func (o *output) detachLocked(s Sink) {
+	o.subMu.Lock()
+	defer o.subMu.Unlock()
+	if _, ok := o.sinks[s]; !ok {
+		return
+	}
 	delete(o.sinks, s)
 	if o.opener == s {
 		o.opener = nil
 	}
+	o.rebuildLocked()
+}
+
+// rebuildLocked makes a new snap from sinks (the old one may be in use by
+// a delivery; it is never changed in place). subMu is held.
+func (o *output) rebuildLocked() {
+	snap := make([]Sink, 0, len(o.sinks))
+	for s := range o.sinks {
+		snap = append(snap, s)
+	}
+	o.snap = snap
 }
 
 // openedBy says whether s started the kernel and is still attached.
 func (o *output) openedBy(s Sink) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	o.subMu.Lock()
+	defer o.subMu.Unlock()
 	return o.opener == s
 }
 
 // activity says whether a sink is attached, and when the last output came.
 func (o *output) activity() (attached bool, at time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	o.subMu.Lock()
+	defer o.subMu.Unlock()
 	return len(o.sinks) > 0, o.active
 }
 
