@@ -136,13 +136,17 @@ func (d *driver) kill() {
 
 // interrupt sends SIGINT to the driver's process group, as ^C does, and
 // to a driver that takes one (driverSpec.interruptRequest) an interrupt
-// request naming the execution, so that it cannot end the next one.
+// request naming the execution, so that it cannot end the next one. The
+// request goes from a goroutine of its own: a driver stuck in busy code
+// does not read, and its full request pipe must not hold up the interrupt,
+// the timeout's restart or the client. The write ends when the driver
+// reads it or is gone (its end of the pipe closes; the waiter closes ours).
 func (d *driver) interrupt(execID string) error {
 	if err := d.proc.SignalGroup(syscall.SIGINT); err != nil {
 		return err
 	}
 	if d.cfg.interruptRequest {
-		return d.send(&request{Op: "interrupt", ID: execID})
+		go func() { _ = d.send(&request{Op: "interrupt", ID: execID}) }()
 	}
 	return nil
 }
