@@ -264,16 +264,25 @@ func (c *ptyClient) waitText(t testing.TB, id, want string) string {
 	}
 }
 
+// waitExit waits for the terminal's pty/exit while it makes progress: it
+// fails after 30 s without output or exit (a flood on a loaded machine may
+// take longer than that in all, but never stalls).
 func (c *ptyClient) waitExit(t testing.TB, id string) protocol.PtyExitParams {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	const stall = 30 * time.Second
+	start := time.Now()
 	for {
-		if st := c.state(id); st.exit != nil {
+		st := c.state(id)
+		if st.exit != nil {
 			c.check(t, id)
 			return *st.exit
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("terminal %s: no pty/exit; output %q", id, tail(c.text(id), 400))
+		last := start
+		if st.received.After(last) {
+			last = st.received
+		}
+		if time.Since(last) > stall {
+			t.Fatalf("terminal %s: no pty/exit and no output for %v (%d bytes in %v); output %q", id, stall, st.bytes, time.Since(start).Round(time.Second), tail(c.text(id), 400))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
