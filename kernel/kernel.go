@@ -94,8 +94,7 @@ func (k *Kernel) StartResult() protocol.KernelStartResult {
 	}
 	spec := drivers[k.lang]
 	var sb protocol.SandboxInfo
-	if s := k.ws.Sandbox(); s != nil {
-		l := s.Layers()
+	if l, ok := k.ws.SandboxLayers(); ok {
 		sb = protocol.SandboxInfo{
 			UserNamespaces: l.UserNamespaces, Overlay: l.Overlay, PidNamespace: l.PidNamespace,
 			NetworkNamespace: l.NetworkNamespace, Seccomp: l.Seccomp, Landlock: l.Landlock, Cgroups: l.Cgroups,

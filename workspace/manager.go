@@ -73,8 +73,6 @@ type Manager struct {
 	hubsMu sync.Mutex // guards hubs; held while a hub is made or dropped
 	// hubs holds each workspace's watch hub while it has watches.
 	hubs map[*Workspace]*watchHub
-
-	cgroupOnce sync.Once // logs once why sandboxes have no cgroups
 }
 
 // meta is a workspace's metadata on disk (meta.json), so that the same
@@ -111,6 +109,9 @@ func NewManager(opts Options) (*Manager, error) {
 		}
 	}
 	m.cleanup()
+	// Before the pool's sandbox starts: its processes would share the
+	// daemon's cgroup, where controllers cannot be enabled for children.
+	m.openCgroups()
 	if !opts.NoPool {
 		m.pool = sandbox.NewPool()
 	}

@@ -149,32 +149,60 @@ func children(pid int) []int {
 // program that grows slowly (it says why).
 const cgroupSlack = 64 << 20
 
-// memoryState is what the memory check keeps from one tick to the next.
+// memoryState is what the memory check keeps of a sandbox's cgroup, from
+// one tick to the next and for Spawn.
 type memoryState struct {
-	max int64 // memory.max last written (-1: not yet)
-	oom int64 // memory.events oom_kill last seen
+	mu  sync.Mutex // guards the fields below; taken with no other lock held
+	max int64      // memory.max last written (0: none, "max"; -1: not yet)
+	oom int64      // memory.events oom last seen
 }
 
-// cgroupMemory sets the sandbox cgroup's memory.max to the budget (plus
-// cgroupSlack; none: max) when it changed, and answers the memory the
-// sandbox holds that cannot be reclaimed: anonymous memory and shared
-// memory (memfd, /dev/shm, tmpfs), from memory.stat, as memoryUsage counts
-// it; -1 when it cannot be read. oom says the kernel killed a process of
-// the sandbox for memory.max since the last tick.
-func cgroupMemory(cg *sandbox.Cgroup, limit int64, st *memoryState) (used int64, oom bool) {
+// reset forgets what was written, for a new sandbox's cgroup.
+func (st *memoryState) reset() {
+	st.mu.Lock()
+	st.max, st.oom = -1, 0
+	st.mu.Unlock()
+}
+
+// setMax writes memory.max for a budget of limit (plus cgroupSlack; 0:
+// none) when it changed; raiseOnly leaves a larger one in place.
+func (st *memoryState) setMax(cg *sandbox.Cgroup, limit int64, raiseOnly bool) {
 	want := int64(0)
 	if limit > 0 {
 		want = limit + cgroupSlack
 	}
-	if st.max != want {
-		if cg.SetMemoryMax(want) == nil {
-			st.max = want
-		}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.max == want || raiseOnly && st.max >= 0 && (st.max == 0 || want != 0 && want < st.max) {
+		return
 	}
-	if n := cg.OOMKills(); n > st.oom {
+	if cg.SetMemoryMax(want) == nil {
+		st.max = want
+	}
+}
+
+// cgroupMemory sets the sandbox cgroup's memory.max to the budget, and
+// answers the memory the sandbox's programs hold that cannot be reclaimed:
+// anonymous memory and shared memory (memfd, /dev/shm, tmpfs), from
+// memory.stat, less the anonymous memory of the sandbox's own helpers (its
+// init and spawners), as memoryUsage counts it; -1 when it cannot be read.
+// oom says memory.max was reached since the last tick (the kernel's OOM
+// killer ran for it).
+func cgroupMemory(cg *sandbox.Cgroup, initPid int, limit int64, st *memoryState) (used int64, oom bool) {
+	st.setMax(cg, limit, false)
+	st.mu.Lock()
+	if n := cg.LimitOOMs(); n > st.oom {
 		st.oom, oom = n, true
 	}
-	return cgroupAnonShmem(cg.Dir()), oom
+	st.mu.Unlock()
+	used = cgroupAnonShmem(cg.Dir())
+	if used < 0 {
+		return -1, oom
+	}
+	for _, h := range append([]int{initPid}, children(initPid)...) {
+		used -= anonPss("/proc/" + strconv.Itoa(h))
+	}
+	return max(used, 0), oom
 }
 
 // cgroupAnonShmem is anon + shmem of a cgroup's memory.stat, or -1.
@@ -212,15 +240,20 @@ type cgroup = sandbox.Cgroup
 // with the reason where cgroups cannot be used.
 var daemonCgroups = sync.OnceValues(sandbox.OpenCgroups)
 
+// openCgroups prepares the daemon's cgroups (once a process), and says
+// why sandboxes go without where they cannot be used.
+func (m *Manager) openCgroups() {
+	if _, err := daemonCgroups(); err != nil {
+		m.log.Debug("sandboxes without cgroups: memory is measured per tick", "reason", err)
+	}
+}
+
 // sandboxCgroup puts a sandbox just started (its init and spawner; the
 // programs are born in it) into a cgroup of its own, where cgroups are
 // delegated; else nil, and memoryUsage measures instead.
 func (w *Workspace) sandboxCgroup(sb *sandbox.Sandbox) *sandbox.Cgroup {
 	cs, err := daemonCgroups()
 	if err != nil {
-		w.m.cgroupOnce.Do(func() {
-			w.m.log.Debug("sandboxes without cgroups: memory is measured per tick", "reason", err)
-		})
 		return nil
 	}
 	cg, err := cs.New(w.id + "-" + strconv.Itoa(sb.InitPID()))
@@ -254,7 +287,7 @@ func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *mem
 	var used int64
 	if cg != nil {
 		var oom bool
-		used, oom = cgroupMemory(cg, limit, st)
+		used, oom = cgroupMemory(cg, sb.InitPID(), limit, st)
 		if oom {
 			used = max(used, limit+1) // the kernel killed for the budget
 		}
@@ -279,4 +312,25 @@ func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *mem
 	}
 	w.mu.Unlock()
 	_ = sb.KillAll()
+}
+
+// raiseMemoryMax makes room in the sandbox cgroup's memory.max for a
+// program about to start with memoryBytes (0: unlimited), before it runs:
+// the tick would raise it only up to 250 ms later, while the kernel held
+// the program to the budget before it.
+func (w *Workspace) raiseMemoryMax(memoryBytes int64) {
+	w.mu.Lock()
+	cg := w.cg
+	limit := memoryBytes
+	for p := range w.procs {
+		if p.memory <= 0 || limit <= 0 {
+			limit = 0
+			break
+		}
+		limit += p.memory
+	}
+	w.mu.Unlock()
+	if cg != nil {
+		w.mem.setMax(cg, limit, true)
+	}
 }

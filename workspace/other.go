@@ -47,15 +47,24 @@ func (w *Workspace) CloseWatches() {}
 // watchHub: see watchhub_linux.go (Manager.hubs stays empty here).
 type watchHub struct{}
 
-func (m *Manager) cleanup() {}
+func (m *Manager) cleanup()     {}
+func (m *Manager) openCgroups() {}
 
 // cgroup: sandboxes have no cgroups here (see memory_linux.go).
 type cgroup struct{}
+
+func (*cgroup) Remove() error { return nil }
 
 // No sandbox starts here (sandbox.Start answers ErrLinuxOnly), so none has
 // a cgroup or a quota to watch.
 func (w *Workspace) sandboxCgroup(*sandbox.Sandbox) *cgroup { return nil }
 func (w *Workspace) watchQuota(*sandbox.Sandbox, *cgroup)   {}
+func (w *Workspace) raiseMemoryMax(int64)                   {}
+
+// memoryState is the memory check's state of a sandbox cgroup: none here.
+type memoryState struct{}
+
+func (*memoryState) reset() {}
 
 // Changes, diff, commit, discard and checkpoints read the overlay: Linux only.
 func (w *Workspace) Changes(context.Context) ([]protocol.Change, error) {

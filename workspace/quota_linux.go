@@ -50,7 +50,6 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 	defer t.Stop()
 	failed := 0
 	var touched int64 // see noteTouched
-	mem := memoryState{max: -1}
 	for {
 		select {
 		case <-sb.Done():
@@ -65,7 +64,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 			return
 		case <-t.C:
 		}
-		w.checkMemory(sb, cg, &mem)
+		w.checkMemory(sb, cg, &w.mem)
 		if direct {
 			continue
 		}

@@ -28,7 +28,8 @@ type Workspace struct {
 
 	mu      sync.Mutex // guards the fields below
 	sb      *sandbox.Sandbox
-	cg      *cgroup // sb's cgroup where cgroups are delegated, else nil
+	cg      *cgroup     // sb's cgroup where cgroups are delegated, else nil
+	mem     memoryState // what the memory check keeps of cg
 	network sandbox.Network
 	procs   map[*Proc]struct{}
 	quota   int64 // bytes the writable layer may hold (the smallest diskBytes of the programs running)
@@ -173,9 +174,23 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 	w.sb, w.network = sb, network
 	cg := w.sandboxCgroup(sb)
 	w.cg = cg
+	w.mem.reset()
 	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers(), "cgroup", cg != nil)
 	go w.watchQuota(sb, cg)
 	return sb, nil
+}
+
+// SandboxLayers is what the workspace's sandbox has in force, if it runs:
+// the sandbox's layers, and whether it has a cgroup of its own.
+func (w *Workspace) SandboxLayers() (sandbox.Layers, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sb == nil {
+		return sandbox.Layers{}, false
+	}
+	l := w.sb.Layers()
+	l.Cgroups = w.cg != nil
+	return l, true
 }
 
 // Spawn starts a program in the workspace's sandbox.
@@ -196,6 +211,7 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		delete(w.starting, &disk)
 		w.mu.Unlock()
 	}()
+	w.raiseMemoryMax(spec.Limits.MemoryBytes)
 	sp, err := sb.Spawn(ctx, sandbox.Spec{
 		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir,
 		Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr,
@@ -258,10 +274,17 @@ func (p *Proc) setReason(reason string) {
 // stop closes the sandbox (every process goes) and keeps the files.
 func (w *Workspace) stop() {
 	w.mu.Lock()
-	sb := w.sb
-	w.sb = nil
+	sb, cg := w.sb, w.cg
+	w.sb, w.cg = nil, nil
 	w.mu.Unlock()
 	if sb != nil {
 		_ = sb.Close()
+	}
+	if cg != nil {
+		// Here, not only in the quota watch, which a daemon that is
+		// ending does not wait for.
+		if err := cg.Remove(); err != nil {
+			w.m.log.Warn("sandbox cgroup left behind", "workspace", w.id, "err", err)
+		}
 	}
 }

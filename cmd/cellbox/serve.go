@@ -133,7 +133,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	})
 	if cfg.stdio {
 		log.Debug("serving on stdio")
-		return d.ServeStdio(ctx, stdin, stdout) // the deferred Shutdown ends every sandbox
+		return d.ServeStdio(ctx, stdin, stdout) // the deferred Close ends every sandbox
 	}
 	if err := serveListen(ctx, d, &cfg, log, stdout); err != nil {
 		log.Error("serve failed", "err", err)

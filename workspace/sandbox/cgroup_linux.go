@@ -33,40 +33,83 @@ type Cgroup struct {
 }
 
 // OpenCgroups prepares the daemon's own cgroup v2 for sandbox cgroups: it
-// must be on a unified hierarchy, writable, with the memory and pids
-// controllers. cgroup v2 enables controllers for the children of a cgroup
-// that holds no process of its own, so the daemon first moves itself into
-// a leaf child, "daemon" (not in the root cgroup, which is exempt). It
-// fails with the reason when cgroups cannot be used.
+// must be on a unified hierarchy, writable, with the memory controller,
+// and hold no process but the daemon. cgroup v2 enables controllers only
+// for the children of a cgroup that holds no process of its own (the root
+// of a cgroup namespace included), so the daemon moves itself into a leaf
+// child, "daemon", then enables memory for the children. On any failure it
+// moves back and removes the leaf, and answers the reason. Sandbox cgroups
+// a crashed daemon left are killed and removed. Call it before any
+// sandbox is started (the pool's too): their processes would share the
+// daemon's cgroup.
 func OpenCgroups() (*Cgroups, error) {
 	dir, err := ownCgroupDir()
 	if err != nil {
 		return nil, err
 	}
+	if err := cgroupUsable(dir); err != nil {
+		return nil, err
+	}
+	leaf := filepath.Join(dir, "daemon")
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("cgroups: create the daemon's leaf: %w", err)
+	}
+	if err := writeCgroupFile(leaf, "cgroup.procs", "0"); err != nil {
+		_ = unix.Rmdir(leaf)
+		return nil, fmt.Errorf("cgroups: move the daemon into %s: %w", leaf, err)
+	}
+	enable := "+" + strings.Join(cgroupNeeded, " +")
+	if err := writeCgroupFile(dir, "cgroup.subtree_control", enable); err != nil {
+		// Back to where it was, as if nothing had happened.
+		_ = writeCgroupFile(dir, "cgroup.procs", "0")
+		_ = unix.Rmdir(leaf)
+		return nil, fmt.Errorf("cgroups: enable %s for the children of %s: %w", enable, dir, err)
+	}
+	cs := &Cgroups{dir: dir}
+	cs.removeStale()
+	return cs, nil
+}
+
+// cgroupUsable says why dir cannot hold the sandboxes' cgroups, or nil:
+// the controllers must be delegated to it, and no process but this one
+// (and those already in its "daemon" leaf) may be in it.
+func cgroupUsable(dir string) error {
 	ctrl, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
-		return nil, fmt.Errorf("cgroups: %w", err)
+		return fmt.Errorf("cgroups: %w", err)
 	}
 	have := strings.Fields(string(ctrl))
 	for _, c := range cgroupNeeded {
 		if !slices.Contains(have, c) {
-			return nil, fmt.Errorf("cgroups: controller %s is not delegated to %s (cgroup.controllers: %q)", c, dir, strings.TrimSpace(string(ctrl)))
+			return fmt.Errorf("cgroups: controller %s is not delegated to %s (cgroup.controllers: %q)", c, dir, strings.TrimSpace(string(ctrl)))
 		}
 	}
-	if dir != cgroupMount {
-		leaf := filepath.Join(dir, "daemon")
-		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("cgroups: create the daemon's leaf: %w", err)
-		}
-		if err := writeCgroupFile(leaf, "cgroup.procs", "0"); err != nil {
-			return nil, fmt.Errorf("cgroups: move the daemon into %s: %w", leaf, err)
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	var others []string
+	for _, p := range strings.Fields(string(procs)) {
+		if p != self {
+			others = append(others, p)
 		}
 	}
-	enable := "+" + strings.Join(cgroupNeeded, " +")
-	if err := writeCgroupFile(dir, "cgroup.subtree_control", enable); err != nil {
-		return nil, fmt.Errorf("cgroups: enable %s for the children of %s: %w", enable, dir, err)
+	if len(others) > 0 {
+		return fmt.Errorf("cgroups: other processes share the daemon's cgroup %s (pids %s): run cellbox in a scope of its own (systemd-run --user --scope -p Delegate=yes cellbox serve ...)", dir, strings.Join(others, " "))
 	}
-	return &Cgroups{dir: dir}, nil
+	return nil
+}
+
+// removeStale kills and removes sandbox cgroups (sb-*) that a daemon
+// before this one left.
+func (cs *Cgroups) removeStale() {
+	entries, _ := os.ReadDir(cs.dir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "sb-") {
+			_ = (&Cgroup{dir: filepath.Join(cs.dir, e.Name())}).Remove()
+		}
+	}
 }
 
 // cgroupMount is where a unified cgroup v2 hierarchy is mounted.
@@ -147,21 +190,16 @@ func (c *Cgroup) SetMemoryMax(bytes int64) error {
 	return nil
 }
 
-// MemoryCurrent is memory.current: every page charged to the sandbox
-// (anonymous, shared memory, memfd, page cache, kernel memory).
-func (c *Cgroup) MemoryCurrent() (int64, error) {
-	return readCgroupInt(c.dir, "memory.current")
-}
-
-// OOMKills is the oom_kill count of memory.events: processes the kernel
-// killed for the cgroup's memory.max.
-func (c *Cgroup) OOMKills() int64 {
+// LimitOOMs is the oom count of memory.events: the times the cgroup's
+// memory reached memory.max and the kernel's OOM killer ran for it (not
+// kills for the host's memory or an ancestor's limit).
+func (c *Cgroup) LimitOOMs() int64 {
 	b, err := os.ReadFile(filepath.Join(c.dir, "memory.events"))
 	if err != nil {
 		return 0
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom "); ok {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			return n
 		}
@@ -170,17 +208,21 @@ func (c *Cgroup) OOMKills() int64 {
 }
 
 // Remove kills whatever is left in the cgroup (cgroup.kill, Linux 5.14)
-// and removes it once it is empty, trying for up to 5 s.
+// and removes it once it is empty, trying for up to 5 s. A cgroup already
+// gone is no error.
 func (c *Cgroup) Remove() error {
 	_ = writeCgroupFile(c.dir, "cgroup.kill", "1")
-	var err error
-	for delay := time.Millisecond; delay < 5*time.Second; delay *= 2 {
-		if err = unix.Rmdir(c.dir); err == nil || errors.Is(err, unix.ENOENT) {
+	deadline := time.Now().Add(5 * time.Second)
+	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		err := unix.Rmdir(c.dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroups: remove %s: %w", c.dir, err)
 		}
 		time.Sleep(delay) // the killed processes are still being reaped
 	}
-	return fmt.Errorf("cgroups: remove %s: %w", c.dir, err)
 }
 
 func writeCgroupFile(dir, name, value string) error {
@@ -195,20 +237,8 @@ func writeCgroupFile(dir, name, value string) error {
 	return err
 }
 
-func readCgroupInt(dir, name string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		return 0, fmt.Errorf("cgroups: %w", err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cgroups: %s/%s: %w", dir, name, err)
-	}
-	return n, nil
-}
-
 // cgroupNeeded are the controllers a sandbox's limits use.
-var cgroupNeeded = []string{"memory", "pids"}
+var cgroupNeeded = []string{"memory"}
 
 func probeCgroups(h hostInfo) Layer {
 	l := Layer{Name: LayerCgroups}
@@ -300,6 +330,11 @@ func probeCgroups(h hostInfo) Layer {
 		} else {
 			l.Fix = fixDelegate
 		}
+		return l
+	}
+	if err := cgroupUsable(dir); err != nil && filepath.Base(dir) != "daemon" {
+		l.Reason = err.Error()
+		l.Fix = fixDelegate
 		return l
 	}
 	l.Available = true
