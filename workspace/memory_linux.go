@@ -152,16 +152,18 @@ const cgroupSlack = 64 << 20
 // memoryState is what the memory check keeps of a sandbox's cgroup, from
 // one tick to the next and for Spawn.
 type memoryState struct {
-	mu  sync.Mutex // guards the fields below; taken with no other lock held
-	max int64      // memory.max last written (0: none, "max"; -1: not yet)
-	oom int64      // memory.events oom last seen
+	mu  sync.Mutex      // guards the fields below; taken with no other lock held
+	cg  *sandbox.Cgroup // the cgroup the fields are of (a new sandbox has another)
+	max int64           // memory.max last written (0: none, "max")
+	oom int64           // memory.events oom last seen
 }
 
-// reset forgets what was written, for a new sandbox's cgroup.
-func (st *memoryState) reset() {
-	st.mu.Lock()
-	st.max, st.oom = -1, 0
-	st.mu.Unlock()
+// ofLocked makes st about cg: what was known of another cgroup is
+// forgotten (max -1: not written yet).
+func (st *memoryState) ofLocked(cg *sandbox.Cgroup) {
+	if st.cg != cg {
+		st.cg, st.max, st.oom = cg, -1, 0
+	}
 }
 
 // setMax writes memory.max for a budget of limit (plus cgroupSlack; 0:
@@ -173,6 +175,7 @@ func (st *memoryState) setMax(cg *sandbox.Cgroup, limit int64, raiseOnly bool) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.ofLocked(cg)
 	if st.max == want || raiseOnly && st.max >= 0 && (st.max == 0 || want != 0 && want < st.max) {
 		return
 	}
@@ -191,6 +194,7 @@ func (st *memoryState) setMax(cg *sandbox.Cgroup, limit int64, raiseOnly bool) {
 func cgroupMemory(cg *sandbox.Cgroup, initPid int, limit int64, st *memoryState) (used int64, oom bool) {
 	st.setMax(cg, limit, false)
 	st.mu.Lock()
+	st.ofLocked(cg)
 	if n := cg.LimitOOMs(); n > st.oom {
 		st.oom, oom = n, true
 	}

@@ -64,8 +64,6 @@ func (w *Workspace) raiseMemoryMax(int64)                   {}
 // memoryState is the memory check's state of a sandbox cgroup: none here.
 type memoryState struct{}
 
-func (*memoryState) reset() {}
-
 // Changes, diff, commit, discard and checkpoints read the overlay: Linux only.
 func (w *Workspace) Changes(context.Context) ([]protocol.Change, error) {
 	return nil, sandbox.ErrLinuxOnly

@@ -174,7 +174,6 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 	w.sb, w.network = sb, network
 	cg := w.sandboxCgroup(sb)
 	w.cg = cg
-	w.mem.reset()
 	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers(), "cgroup", cg != nil)
 	go w.watchQuota(sb, cg)
 	return sb, nil
