@@ -10,6 +10,33 @@ import { errorMessage } from "./client";
 /** The scheme of the sandbox's side of a diff: cellbox-ws:/PATH?side=sandbox|empty. */
 export const SCHEME = "cellbox-ws";
 
+/**
+ * The file name a change's path stands for. The daemon carries a name that is not UTF-8, or that
+ * begins with `"`, quoted as git quotes it (`"caf\351.txt"`); the project's file is the unquoted
+ * name (bytes that are not UTF-8 show as U+FFFD, as VS Code shows such names). Other paths are
+ * as they are. The sandbox's side keeps the quoted path, which the daemon reads back.
+ */
+export function unquotePath(p: string): string {
+  if (p.length < 2 || !p.startsWith('"') || !p.endsWith('"')) return p;
+  const bytes: number[] = [];
+  const esc: Record<string, number> = { a: 7, b: 8, t: 9, n: 10, v: 11, f: 12, r: 13, '"': 34, "\\": 92 };
+  const body = Array.from(p.slice(1, -1)); // by code point
+  for (let i = 0; i < body.length; i++) {
+    const ch = body[i];
+    if (ch !== "\\") {
+      bytes.push(...Buffer.from(ch, "utf8"));
+      continue;
+    }
+    const next = body[++i];
+    if (next !== undefined && next in esc) bytes.push(esc[next]);
+    else if (/^[0-7]{3}$/.test(body.slice(i, i + 3).join(""))) {
+      bytes.push(parseInt(body.slice(i, i + 3).join(""), 8));
+      i += 2;
+    } else return p; // not a quoted name after all
+  }
+  return Buffer.from(bytes).toString("utf8");
+}
+
 export function sandboxUri(p: string, side: "sandbox" | "empty" = "sandbox"): vscode.Uri {
   return vscode.Uri.from({ scheme: SCHEME, path: "/" + p, query: `side=${side}` });
 }
@@ -85,7 +112,7 @@ export class CellboxScm implements vscode.Disposable {
   }
 
   state(c: Change): ChangeState {
-    const project = vscode.Uri.file(path.join(this.root, c.path));
+    const project = vscode.Uri.file(path.join(this.root, unquotePath(c.path)));
     const left = c.kind === "added" ? sandboxUri(c.path, "empty") : project;
     const right = c.kind === "deleted" ? sandboxUri(c.path, "empty") : sandboxUri(c.path);
     return {

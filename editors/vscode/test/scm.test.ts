@@ -8,7 +8,7 @@ import { readFileSync, existsSync } from "node:fs";
 import { CellboxClient } from "../src/client";
 import { Methods } from "../../protocol/protocol";
 import { Session } from "../src/session";
-import { CellboxScm, SandboxContentProvider, CheckpointsProvider, sandboxUri } from "../src/scm";
+import { CellboxScm, SandboxContentProvider, CheckpointsProvider, sandboxUri, unquotePath } from "../src/scm";
 import { tempEnv, connectStdio, Env } from "./helpers";
 
 let e: Env;
@@ -102,4 +102,12 @@ test("a commit that conflicts with a newer project file is refused and reported"
   assert.equal(readFileSync(join(e.project, "keep.txt"), "utf8"), "edited in the project meanwhile\n");
   await scm.discard();
   scm.dispose();
+});
+
+test("a name the daemon carries quoted (not UTF-8, or beginning with a quote) maps to the project's file", () => {
+  assert.equal(unquotePath('"\\"q\\".txt"'), '"q".txt');
+  assert.equal(unquotePath('"caf\\303\\251 \\\\ \\t.txt"'), "café \\ \t.txt");
+  assert.equal(unquotePath('"bad\\377name"'), "bad\uFFFDname");
+  assert.equal(unquotePath('"日本\\n"'), "日本\n");
+  for (const plain of ["a.txt", "dir/b c.py", '"', 'a"b"', '"not \\x quoted"']) assert.equal(unquotePath(plain), plain);
 });
