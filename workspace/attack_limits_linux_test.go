@@ -30,7 +30,9 @@ func TestAttackForkBomb(t *testing.T) {
 	}
 	const pids = 64
 	bombDone := make(chan *RunResult, 1)
-	bombLimits := limits(t, protocol.Limits{Pids: pids, TimeoutMs: 3000})
+	// 10 s: time enough to fill its pids on a loaded machine (under 1 s on
+	// an idle one), and for the other workspace's runs meanwhile.
+	bombLimits := limits(t, protocol.Limits{Pids: pids, TimeoutMs: 10000})
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
