@@ -26,7 +26,7 @@ type driverSpec struct {
 	// that lands while vm's breakOnSigint watchdog stops (the cell's
 	// synchronous part just returned): the cell then awaits on, and only a
 	// request read on its event loop ends it (TestRealDrivers,
-	// "javascript/SIGINT swallowed").
+	// "javascript/SIGINT lost").
 	interruptRequest bool
 	mimetype         string
 	extension        string
