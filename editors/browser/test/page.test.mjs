@@ -192,6 +192,8 @@ test("run all, interrupt, restart, and another language for the notebook", async
   await page.click("button.run-all");
   const cells = page.locator(".cell");
   await waitFor(async () => (await cells.nth(1).locator(".outputs").innerText()).includes("second 2"), { what: "run all" });
+  // The count comes with the execution's response, after its output.
+  await waitFor(async () => (await cells.nth(1).locator(".prompt").innerText()) !== "[*]:", { what: "the second cell's response" });
   assert.equal(await cells.nth(0).locator(".prompt").innerText(), "[1]:");
   assert.equal(await cells.nth(1).locator(".prompt").innerText(), "[2]:");
   // The notebook's language: a bash kernel in the same workspace sees the committed file.
@@ -201,6 +203,7 @@ test("run all, interrupt, restart, and another language for the notebook", async
     await waitFor(async () => /^bash: idle/.test(await page.locator(".kernel-status").innerText()), { what: "bash kernel" });
     const sh = await runCell("echo $((20+22)); cat made_by_cell.txt");
     await waitFor(async () => /42\s+written in the sandbox/.test(await cellOut(sh).innerText()), { what: "bash output" });
+    await waitFor(async () => (await sh.locator(".prompt").innerText()) !== "[*]:", { what: "the bash cell's response" });
     assert.equal(await sh.locator(".prompt").innerText(), "[1]:");
   }
   await shot("7-run-all-language");
