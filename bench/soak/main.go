@@ -213,15 +213,25 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	statsAfter, err := s.stats()
-	if err != nil {
-		return err
-	}
 	after, settled, leaks, err := s.settle(ctx, before)
 	if err != nil {
 		return err
 	}
-	if statsAfter.Kernels != 0 || statsAfter.Ptys != 0 || statsAfter.Watches != 0 || statsAfter.Workspaces != statsBefore.Workspaces || statsAfter.Connections != 1 {
+	// The daemon's own count, polled as the figures were: a client's
+	// websocket close may still be on its way on a busy machine.
+	clean := func(st protocol.DaemonStats) bool {
+		return st.Kernels == 0 && st.Ptys == 0 && st.Watches == 0 && st.Workspaces == statsBefore.Workspaces && st.Connections == 1
+	}
+	var statsAfter protocol.DaemonStats
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if statsAfter, err = s.stats(); err != nil {
+			return err
+		}
+		if clean(statsAfter) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !clean(statsAfter) {
 		leaks = append(leaks, fmt.Sprintf("daemon/stats after: %d kernels, %d ptys, %d watches, %d workspaces (before %d), %d connections (the one asking)",
 			statsAfter.Kernels, statsAfter.Ptys, statsAfter.Watches, statsAfter.Workspaces, statsBefore.Workspaces, statsAfter.Connections))
 	}
