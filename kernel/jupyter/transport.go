@@ -1,0 +1,228 @@
+package jupyter
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/go-zeromq/zmq4/transport"
+)
+
+// The ZeroMQ library allocates a frame's body at the size its header
+// claims, and completes a connection's handshake on its accept loop. A peer
+// that claims a frame of a terabyte, or connects and says nothing, would
+// take the process's memory or every later connection. So the sockets use
+// transports of our own ("cellbox+tcp", "cellbox+ipc") whose connections
+// check each frame's size, and each message's, as the bytes pass, before
+// the library sees a header, and give the handshake a deadline.
+const (
+	// MaxMessageBytes bounds one message: the sum of its frames. Above it
+	// the peer's connection is closed (other peers are not affected).
+	MaxMessageBytes = 64 << 20
+	// MaxFrames bounds the frames of one message (identities, the
+	// delimiter, signature, four dicts and buffers).
+	MaxFrames = 1024
+)
+
+// handshakeTimeout bounds the ZMTP greeting and the first command (a
+// variable for tests). The library completes handshakes one at a time on
+// its accept loop, so a peer that connects and stays silent holds up the
+// clients behind it this long; Jupyter's clients greet at once.
+var handshakeTimeout = 3 * time.Second
+
+const (
+	tcpScheme = "cellbox+tcp"
+	ipcScheme = "cellbox+ipc"
+)
+
+var registerOnce sync.Once
+
+func registerTransports() {
+	registerOnce.Do(func() {
+		// Errors only on a duplicate name, which Once rules out.
+		_ = zmq4.RegisterTransport(tcpScheme, guarded{transport.New("tcp"), "tcp"})
+		_ = zmq4.RegisterTransport(ipcScheme, guarded{transport.New("unix"), "unix"})
+	})
+}
+
+// guarded is a zmq4 transport whose connections are frame guards.
+type guarded struct {
+	inner transport.Transport
+	prot  string
+}
+
+func (g guarded) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
+	c, err := g.inner.Dial(ctx, d, addr)
+	if err != nil {
+		return nil, err
+	}
+	return newGuardConn(c), nil
+}
+
+func (g guarded) Listen(ctx context.Context, addr string) (net.Listener, error) {
+	l, err := g.inner.Listen(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return guardListener{l}, nil
+}
+
+func (g guarded) Addr(ep string) (string, error) {
+	if g.prot == "unix" {
+		return ep, nil
+	}
+	return g.inner.Addr(ep)
+}
+
+type guardListener struct{ net.Listener }
+
+func (l guardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newGuardConn(c), nil
+}
+
+// guardConn checks the ZMTP 3 stream it reads: the 64-byte greeting, then
+// frames (a flags byte; a size of one byte, or eight when the LONG flag is
+// set; the body).
+type guardConn struct {
+	net.Conn
+	g frameGuard
+}
+
+func newGuardConn(c net.Conn) *guardConn {
+	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	return &guardConn{Conn: c, g: frameGuard{maxMessage: MaxMessageBytes, maxFrames: MaxFrames}}
+}
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && !c.g.handshook {
+		// The library does not close a connection whose handshake
+		// failed.
+		_ = c.Conn.Close()
+	}
+	if n > 0 {
+		shaken := c.g.handshook
+		if gerr := c.g.feed(p[:n]); gerr != nil {
+			_ = c.Conn.Close()
+			return 0, gerr
+		}
+		if !shaken && c.g.handshook {
+			_ = c.Conn.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
+}
+
+// errFrameTooLarge is what a guard answers a peer's oversized message with.
+var errFrameTooLarge = errors.New("jupyter: message larger than the limit")
+
+// frameGuard follows a ZMTP 3 byte stream and refuses a message whose
+// frames add up to more than maxMessage bytes or number more than
+// maxFrames, before a byte of its body is read.
+type frameGuard struct {
+	maxMessage int64
+	maxFrames  int
+
+	greeting  int // greeting bytes seen, up to 64
+	handshook bool
+
+	state   int // 0: flags, 1: size bytes, 2: body
+	flags   byte
+	sizeBuf [8]byte
+	sizeGot int
+	sizeLen int
+	body    int64 // body bytes left
+	msgSize int64 // bytes of the message so far
+	frames  int
+}
+
+const (
+	flagMore    = 0x01
+	flagLong    = 0x02
+	flagCommand = 0x04
+	greetingLen = 64
+)
+
+func (g *frameGuard) feed(b []byte) error {
+	for len(b) > 0 {
+		if g.greeting < greetingLen {
+			n := min(greetingLen-g.greeting, len(b))
+			if g.greeting == 0 && b[0] != 0xff {
+				return fmt.Errorf("jupyter: not a ZMTP greeting (first byte %#x)", b[0])
+			}
+			g.greeting += n
+			b = b[n:]
+			continue
+		}
+		switch g.state {
+		case 0:
+			g.flags = b[0]
+			b = b[1:]
+			if g.flags&^(flagMore|flagLong|flagCommand) != 0 {
+				return fmt.Errorf("jupyter: bad ZMTP frame flags %#x", g.flags)
+			}
+			g.sizeLen, g.sizeGot = 1, 0
+			if g.flags&flagLong != 0 {
+				g.sizeLen = 8
+			}
+			g.state = 1
+		case 1:
+			n := min(g.sizeLen-g.sizeGot, len(b))
+			copy(g.sizeBuf[g.sizeGot:], b[:n])
+			g.sizeGot += n
+			b = b[n:]
+			if g.sizeGot < g.sizeLen {
+				continue
+			}
+			var size uint64
+			if g.sizeLen == 1 {
+				size = uint64(g.sizeBuf[0])
+			} else {
+				size = binary.BigEndian.Uint64(g.sizeBuf[:8])
+			}
+			g.frames++
+			if size > uint64(g.maxMessage) || g.msgSize+int64(size) > g.maxMessage {
+				return fmt.Errorf("%w: a frame of %d bytes (limit %d a message)", errFrameTooLarge, size, g.maxMessage)
+			}
+			if g.frames > g.maxFrames {
+				return fmt.Errorf("%w: more than %d frames", errFrameTooLarge, g.maxFrames)
+			}
+			g.msgSize += int64(size)
+			g.body = int64(size)
+			g.state = 2
+			if g.body == 0 {
+				g.endFrame()
+			}
+		case 2:
+			n := int64(len(b))
+			if n > g.body {
+				n = g.body
+			}
+			g.body -= n
+			b = b[n:]
+			if g.body == 0 {
+				g.endFrame()
+			}
+		}
+	}
+	return nil
+}
+
+func (g *frameGuard) endFrame() {
+	g.state = 0
+	if g.flags&flagCommand != 0 {
+		g.handshook = true // the peer's READY: the handshake is done
+	}
+	if g.flags&flagMore == 0 || g.flags&flagCommand != 0 {
+		g.msgSize, g.frames = 0, 0
+	}
+}
