@@ -13,6 +13,13 @@ Usage:
   cellbox serve --stdio                   one client on stdin/stdout (LSP framing)
   cellbox connect                         bridge stdio to your long-lived daemon, starting it if needed
   cellbox exec -- PROGRAM [ARGS...]       run one program in a sandboxed workspace of the current directory
+  cellbox changes                         the changes of the workspace of the current directory (A/M/D PATH)
+  cellbox diff [PATH...]                  those changes as a unified diff
+  cellbox commit [PATH...]                copy the changes (all, or at PATHs) into the project
+  cellbox discard (PATH... | --all)       drop the changes at PATHs, or all of them
+  cellbox checkpoint [NAME]               save the workspace's changes as a checkpoint
+  cellbox checkpoints                     list the checkpoints
+  cellbox restore CHECKPOINT              bring the changes back to a checkpoint (by id or name)
   cellbox doctor                          what this host can provide, and what to fix
   cellbox version                         print the version
   cellbox help [command]                  this text, or a command's flags
@@ -40,6 +47,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, "Usage: cellbox doctor [--json] [--state-dir DIR]\n\nPrints every sandbox layer this host can or cannot provide (with the reason and\nwhat to do), the interpreters found, and the state dir. Exits 1 when something\nthe defaults need is missing.\n")
 	case "version":
 		fmt.Fprint(stdout, "Usage: cellbox version\n")
+	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore":
+		printReviewHelp(stdout, args[0])
 	default:
 		fmt.Fprintf(stderr, "cellbox help: unknown command %q\n", args[0])
 		return 2
