@@ -560,6 +560,10 @@ func (r *review) selectPaths(ctx context.Context, args []string) ([]string, erro
 // protocol carries names) of a path given relative to the current
 // directory, or absolute.
 func (r *review) workspacePath(arg string) (string, error) {
+	if arg == "" {
+		// Not the current directory: "discard $UNSET" must not drop all.
+		return "", errors.New(`an empty PATH names nothing (the current directory is ".")`)
+	}
 	name := unquoteName(arg)
 	abs := name
 	if !filepath.IsAbs(abs) {

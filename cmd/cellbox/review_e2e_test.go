@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -291,5 +294,67 @@ func TestReviewNamedWorkspace(t *testing.T) {
 	}
 	if r := d.cellbox(t, project, "help", "discard"); r.code != 0 || !strings.Contains(r.stdout, "--all") || !strings.Contains(r.stdout, "CELLBOX_STATE_DIR") {
 		t.Fatalf("help discard: %q", r.stdout)
+	}
+}
+
+// TestReviewArgs: the command line of the review commands, without a daemon.
+func TestReviewArgs(t *testing.T) {
+	for _, tt := range []struct {
+		args      []string
+		wantPos   []string
+		wantName  string
+		wantAll   bool
+		wantError string
+	}{
+		{args: []string{"a.txt", "--name", "nb", "b.txt"}, wantPos: []string{"a.txt", "b.txt"}, wantName: "nb"},
+		{args: []string{"--all"}, wantAll: true},
+		{args: []string{"--name=nb", "--", "--all", "-x"}, wantPos: []string{"--all", "-x"}, wantName: "nb"},
+		{args: []string{"a.txt", "-m", "msg"}, wantError: "flag provided but not defined: -m"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Setenv("CELLBOX_ALL", "true") // never sets --all
+			var cfg reviewConfig
+			fs := reviewFlags("discard", &cfg)
+			fs.SetOutput(io.Discard)
+			pos, err := parseReviewArgs(fs, tt.args, func(fs *flag.FlagSet) { addAllFlag(fs, &cfg) })
+			if tt.wantError != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantError) {
+					t.Fatalf("err = %v, want %q", err, tt.wantError)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(pos, tt.wantPos) || cfg.name != tt.wantName || cfg.all != tt.wantAll {
+				t.Fatalf("= %q, name %q, all %v, %v; want %q, name %q, all %v", pos, cfg.name, cfg.all, err, tt.wantPos, tt.wantName, tt.wantAll)
+			}
+		})
+	}
+
+	r := &review{cwd: "/p/sub", root: "/p", ws: protocol.WorkspaceInfo{Root: "/p"}}
+	for _, tt := range []struct{ arg, want, wantError string }{
+		{arg: "a.txt", want: "sub/a.txt"},
+		{arg: "../b", want: "b"},
+		{arg: "..", want: "."},
+		{arg: "/p/c/d", want: "c/d"},
+		{arg: `"caf\351"`, want: `"sub/caf\xe9"`},
+		{arg: "../../x", wantError: "../../x is outside the workspace's root /p"},
+		{arg: "/elsewhere", wantError: "outside"},
+		{arg: "", wantError: "empty PATH"},
+	} {
+		got, err := r.workspacePath(tt.arg)
+		if tt.wantError != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantError) {
+				t.Errorf("workspacePath(%q) = %q, %v; want an error with %q", tt.arg, got, err, tt.wantError)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("workspacePath(%q) = %q, %v; want %q", tt.arg, got, err, tt.want)
+		}
+	}
+	for code, want := range map[protocol.ErrorCode]string{protocol.CodePathOutsideWorkspace: "PathOutsideWorkspace",
+		protocol.CodeConflict: "Conflict", protocol.CodeMethodNotFound: "MethodNotFound", -32099: "error -32099"} {
+		if got := codeName(code); got != want {
+			t.Errorf("codeName(%d) = %q, want %q", code, got, want)
+		}
 	}
 }
