@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runExec(ctx, rest, stdin, stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
+	case "jupyter":
+		return runJupyter(ctx, rest, stdout, stderr)
 	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore":
 		return runReview(ctx, cmd, rest, stdout, stderr)
 	case "version", "--version", "-version":
