@@ -15,7 +15,9 @@ func TestImportDirection(t *testing.T) {
 		"protocol":                      {},
 		"protocol/gen":                  {},
 		"rpc":                           {"protocol", "kernel", "pty", "workspace"},
-		"kernel":                        {"workspace", "protocol"},
+		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge"},
+		"kernel/jupyter":                {"protocol"},
+		"kernel/drivers/jupyterbridge":  {"kernel/jupyter", "workspace/sandbox"}, // an entry of the binary inside a sandbox
 		"pty":                           {"workspace", "protocol"},
 		"workspace":                     {"workspace/sandbox", "protocol"},
 		"workspace/sandbox":             {},

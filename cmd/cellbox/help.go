@@ -23,6 +23,7 @@ Usage:
   cellbox jupyter install                 make cellbox's languages Jupyter kernels (cellbox-python, ...)
   cellbox jupyter list                    the cellbox kernelspecs Jupyter finds (--all: every kernelspec)
   cellbox jupyter uninstall [NAME...]     remove cellbox kernelspecs
+  cellbox jupyter-kernel --language L -f F  the kernel process Jupyter starts from those kernelspecs
   cellbox doctor                          what this host can provide, and what to fix
   cellbox version                         print the version
   cellbox help [command]                  this text, or a command's flags
@@ -50,6 +51,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, "Usage: cellbox doctor [--json] [--state-dir DIR]\n\nPrints every sandbox layer this host can or cannot provide (with the reason and\nwhat to do), the interpreters found, and the state dir. Exits 1 when something\nthe defaults need is missing.\n")
 	case "version":
 		fmt.Fprint(stdout, "Usage: cellbox version\n")
+	case "jupyter-kernel":
+		printJupyterKernelHelp(stdout)
 	case "jupyter":
 		printJupyterHelp(stdout)
 	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore":

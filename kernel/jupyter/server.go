@@ -1,0 +1,650 @@
+package jupyter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+)
+
+// A Server makes a cellbox kernel a Jupyter kernel: it answers Jupyter
+// clients on a kernel's five sockets and carries each request out as the
+// PROTOCOL.md §4 method that does the same, through a Caller (in
+// `cellbox jupyter-kernel`, a connection to the user's daemon). The
+// kernel's notifications come back through Output and its input requests
+// through Input.
+//
+// Shell requests run one at a time, in order, each between a busy and an
+// idle status on iopub, as in ipykernel; control requests (interrupt,
+// shutdown) are served at once, beside them.
+type Server struct {
+	o       ServerOptions
+	session Session
+
+	shell    chan *Message
+	inputs   chan *Message // input_reply from the stdin socket
+	done     chan struct{}
+	doneOnce sync.Once
+
+	mu    sync.Mutex // the running execution and its stream buffer
+	cur   *execution
+	count int // the kernel's execution count, as last reported
+}
+
+// Caller carries out a PROTOCOL.md method.
+type Caller interface {
+	Call(ctx context.Context, method string, params, result any) error
+}
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	Sockets  *KernelSockets
+	Caller   Caller
+	KernelID string
+	// Language is the cellbox kernel's, from kernel/start.
+	Language protocol.LanguageInfo
+	// Banner is kernel_info_reply's banner.
+	Banner string
+	// Version is cellbox's version, the implementation_version.
+	Version string
+	Logger  *slog.Logger
+	// StreamDelay is how long stream output is gathered before it is sent
+	// (default 50 ms), so a flood of lines reaches a client as a few large
+	// stream messages.
+	StreamDelay time.Duration
+}
+
+// streamFlushBytes sends gathered stream text at once past this size.
+const streamFlushBytes = 1 << 20
+
+// execution is the execute_request being carried out.
+type execution struct {
+	req        *Message
+	id         string // the executionId given to kernel/execute
+	allowStdin bool
+	errorSent  bool
+	payload    []map[string]any // pager payloads
+
+	name  protocol.StreamName // buffered stream text and its stream
+	text  strings.Builder
+	timer *time.Timer
+}
+
+// NewServer returns a server; Serve runs it.
+func NewServer(o ServerOptions) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.StreamDelay == 0 {
+		o.StreamDelay = 50 * time.Millisecond
+	}
+	return &Server{
+		o:       o,
+		session: NewSession("cellbox"),
+		shell:   make(chan *Message, 256),
+		inputs:  make(chan *Message, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+// Done is closed when a client asked the kernel to shut down.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Serve answers the sockets until ctx ends or a client shuts the kernel
+// down (it has then called kernel/shutdown).
+func (s *Server) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	k := s.o.Sockets
+	var wg sync.WaitGroup
+	wg.Go(func() { s.read(ctx, k.Shell, "shell", func(m *Message) { s.shell <- m }) })
+	wg.Go(func() { s.read(ctx, k.Control, "control", func(m *Message) { s.control(ctx, m) }) })
+	wg.Go(func() {
+		s.read(ctx, k.Stdin, "stdin", func(m *Message) {
+			if m.Header.MsgType != "input_reply" {
+				return
+			}
+			select {
+			case s.inputs <- m:
+			default: // nobody waits for it
+			}
+		})
+	})
+	wg.Go(func() { s.serveShell(ctx) })
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	cancel()
+	k.Close() // ends the readers
+	wg.Wait()
+	return ctx.Err()
+}
+
+// read receives a socket's messages until it closes; a message that fails
+// its checks is logged (the first, then every 1000th) and dropped.
+func (s *Server) read(ctx context.Context, sock *Socket, name string, handle func(*Message)) {
+	bad := 0
+	for {
+		m, err := sock.Recv()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if Closed(err) {
+				return
+			}
+			if bad%1000 == 0 {
+				s.o.Logger.Warn("dropped a message", "socket", name, "err", err, "dropped", bad+1)
+			}
+			bad++
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		default:
+		}
+		handle(m)
+	}
+}
+
+func (s *Server) serveShell(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-s.shell:
+			s.publish(m, "status", map[string]string{"execution_state": "busy"})
+			failed := s.dispatch(ctx, m)
+			s.publish(m, "status", map[string]string{"execution_state": "idle"})
+			if failed {
+				s.abortQueued(m)
+			}
+		}
+	}
+}
+
+// abortQueued answers the execute requests already queued behind a failed
+// one (stop_on_error) with status aborted, as ipykernel does.
+func (s *Server) abortQueued(after *Message) {
+	for {
+		select {
+		case m := <-s.shell:
+			s.publish(m, "status", map[string]string{"execution_state": "busy"})
+			if m.Header.MsgType == "execute_request" {
+				s.reply(m, "execute_reply", map[string]any{"status": "aborted", "execution_count": s.count})
+			} else {
+				s.dispatch(context.Background(), m)
+			}
+			s.publish(m, "status", map[string]string{"execution_state": "idle"})
+		default:
+			return
+		}
+	}
+}
+
+// dispatch handles one shell request; it reports whether it was an
+// execution that failed with stop_on_error.
+func (s *Server) dispatch(ctx context.Context, m *Message) (failedStop bool) {
+	switch m.Header.MsgType {
+	case "execute_request":
+		return s.execute(ctx, m)
+	case "kernel_info_request":
+		s.reply(m, "kernel_info_reply", s.kernelInfo())
+	case "complete_request":
+		s.complete(ctx, m)
+	case "inspect_request":
+		s.inspect(ctx, m)
+	case "is_complete_request":
+		s.isComplete(ctx, m)
+	case "history_request":
+		s.history(ctx, m)
+	case "comm_info_request":
+		s.reply(m, "comm_info_reply", map[string]any{"status": "ok", "comms": map[string]any{}})
+	case "shutdown_request":
+		s.shutdown(ctx, m, s.o.Sockets.Shell)
+	case "comm_open", "comm_msg", "comm_close":
+		// No comm targets: ignored, as a kernel without them does.
+	default:
+		s.o.Logger.Info("unknown shell message", "msg_type", m.Header.MsgType)
+	}
+	return false
+}
+
+func (s *Server) control(ctx context.Context, m *Message) {
+	switch m.Header.MsgType {
+	case "interrupt_request":
+		err := s.o.Caller.Call(ctx, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: s.o.KernelID}, nil)
+		s.replyOn(s.o.Sockets.Control, m, "interrupt_reply", statusOf(err))
+	case "shutdown_request":
+		s.shutdown(ctx, m, s.o.Sockets.Control)
+	case "kernel_info_request":
+		s.replyOn(s.o.Sockets.Control, m, "kernel_info_reply", s.kernelInfo())
+	default:
+		s.replyOn(s.o.Sockets.Control, m, strings.TrimSuffix(m.Header.MsgType, "_request")+"_reply",
+			errorContent("NotImplemented", "cellbox kernels do not serve "+m.Header.MsgType))
+	}
+}
+
+// Interrupt interrupts the running code (a SIGINT sent to the kernel
+// process, Jupyter's signal interrupt mode).
+func (s *Server) Interrupt(ctx context.Context) error {
+	return s.o.Caller.Call(ctx, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: s.o.KernelID}, nil)
+}
+
+// shutdown shuts the cellbox kernel down and ends Serve. A restart is a
+// shutdown too: Jupyter's kernel manager starts a new kernel process after
+// this one exits.
+func (s *Server) shutdown(ctx context.Context, m *Message, on *Socket) {
+	var c struct {
+		Restart bool `json:"restart"`
+	}
+	_ = json.Unmarshal(m.Content, &c)
+	err := s.o.Caller.Call(ctx, protocol.MethodKernelShutdown, protocol.KernelIDParams{KernelID: s.o.KernelID}, nil)
+	content := statusOf(err)
+	content["restart"] = c.Restart
+	s.replyOn(on, m, "shutdown_reply", content)
+	s.publish(m, "shutdown_reply", content) // iopub too, as ipykernel 6
+	s.doneOnce.Do(func() { close(s.done) })
+}
+
+func statusOf(err error) map[string]any {
+	if err != nil {
+		return errorContent("CellboxError", err.Error())
+	}
+	return map[string]any{"status": "ok"}
+}
+
+func errorContent(ename, evalue string) map[string]any {
+	return map[string]any{"status": "error", "ename": ename, "evalue": evalue, "traceback": []string{ename + ": " + evalue}}
+}
+
+func (s *Server) kernelInfo() map[string]any {
+	li := s.o.Language
+	info := map[string]any{
+		"name": li.Name, "version": li.Version, "mimetype": li.Mimetype, "file_extension": li.FileExtension,
+	}
+	switch li.Name {
+	case "python":
+		info["pygments_lexer"] = "ipython3"
+		info["codemirror_mode"] = map[string]any{"name": "ipython", "version": 3}
+		info["nbconvert_exporter"] = "python"
+	case "javascript":
+		info["pygments_lexer"] = "javascript"
+		info["codemirror_mode"] = "javascript"
+	case "bash":
+		info["pygments_lexer"] = "bash"
+		info["codemirror_mode"] = "shell"
+	}
+	return map[string]any{
+		"status": "ok", "protocol_version": ProtocolVersion,
+		"implementation": "cellbox", "implementation_version": s.o.Version,
+		"language_info": info, "banner": s.o.Banner, "help_links": []any{}, "debugger": false,
+	}
+}
+
+type executeRequest struct {
+	Code         string `json:"code"`
+	Silent       bool   `json:"silent"`
+	StoreHistory *bool  `json:"store_history"`
+	AllowStdin   *bool  `json:"allow_stdin"`
+	StopOnError  *bool  `json:"stop_on_error"`
+}
+
+func (s *Server) execute(ctx context.Context, m *Message) (failedStop bool) {
+	var c executeRequest
+	if err := json.Unmarshal(m.Content, &c); err != nil {
+		s.reply(m, "execute_reply", errorContent("BadRequest", "execute_request content: "+err.Error()))
+		return false
+	}
+	store := !c.Silent
+	if c.StoreHistory != nil {
+		store = *c.StoreHistory && !c.Silent
+	}
+	e := &execution{req: m, id: NewID(), allowStdin: c.AllowStdin == nil || *c.AllowStdin}
+	s.mu.Lock()
+	predicted := s.count
+	if !c.Silent {
+		predicted++
+	}
+	s.cur = e
+	s.mu.Unlock()
+	if !c.Silent {
+		s.publish(m, "execute_input", map[string]any{"code": c.Code, "execution_count": predicted})
+	}
+	noStop := false
+	var res protocol.ExecuteResult
+	err := s.o.Caller.Call(ctx, protocol.MethodKernelExecute, protocol.KernelExecuteParams{
+		KernelID: s.o.KernelID, Code: c.Code, ExecutionID: e.id, Silent: c.Silent,
+		StoreHistory: &store, AllowStdin: e.allowStdin, StopOnError: &noStop,
+	}, &res)
+
+	s.mu.Lock()
+	s.flushLocked(e)
+	s.cur = nil
+	if err == nil && !c.Silent && res.ExecutionCount > 0 {
+		s.count = res.ExecutionCount
+	}
+	count, errorSent, payload := s.count, e.errorSent, e.payload
+	s.mu.Unlock()
+
+	if payload == nil {
+		payload = []map[string]any{}
+	}
+	content := map[string]any{"status": "ok", "execution_count": count, "user_expressions": map[string]any{}, "payload": payload}
+	var ee *protocol.ExecuteError
+	switch {
+	case err != nil:
+		ee = &protocol.ExecuteError{Ename: "CellboxError", Evalue: err.Error()}
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			ee.Ename = camel(pe.Code.ErrorName())
+			ee.Evalue = pe.Message
+		}
+	case res.Status == protocol.ExecutionStatusAborted:
+		content["status"] = "aborted"
+	case res.Status != protocol.ExecutionStatusOK:
+		ee = res.Error
+		if ee == nil {
+			ee = &protocol.ExecuteError{Ename: string(res.Status), Evalue: "the execution ended " + string(res.Status)}
+		}
+	}
+	if ee != nil {
+		tb := ee.Traceback
+		if tb == nil {
+			tb = []string{ee.Ename + ": " + ee.Evalue}
+		}
+		if !errorSent { // exactly one error message a failing cell
+			s.publish(m, "error", map[string]any{"ename": ee.Ename, "evalue": ee.Evalue, "traceback": tb})
+		}
+		content["status"], content["ename"], content["evalue"], content["traceback"] = "error", ee.Ename, ee.Evalue, tb
+	}
+	s.reply(m, "execute_reply", content)
+	return ee != nil && (c.StopOnError == nil || *c.StopOnError)
+}
+
+// Output turns one of the kernel's kernel/output notifications into iopub
+// messages. Output of executions this server did not start is not sent.
+func (s *Server) Output(p protocol.KernelOutputParams) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.cur
+	if e == nil || p.ExecutionID != e.id {
+		return
+	}
+	if p.Kind == protocol.OutputKindStream {
+		if e.text.Len() > 0 && e.name != p.Name {
+			s.flushLocked(e)
+		}
+		e.name = p.Name
+		e.text.WriteString(p.Text)
+		switch {
+		case e.text.Len() >= streamFlushBytes:
+			s.flushLocked(e)
+		case e.timer == nil:
+			e.timer = time.AfterFunc(s.o.StreamDelay, func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.cur == e {
+					e.timer = nil
+					s.flushLocked(e)
+				}
+			})
+		}
+		return
+	}
+	s.flushLocked(e)
+	meta := p.Metadata
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	data := p.Data
+	if data == nil {
+		data = protocol.MimeBundle{}
+	}
+	switch p.Kind {
+	case protocol.OutputKindDisplay:
+		if page, _ := meta["cellbox.page"].(bool); page {
+			e.payload = append(e.payload, map[string]any{"source": "page", "data": data, "start": 0})
+			return
+		}
+		content := map[string]any{"data": data, "metadata": meta, "transient": map[string]any{}}
+		kind := "display_data"
+		if p.DisplayID != "" {
+			content["transient"] = map[string]any{"display_id": p.DisplayID}
+			if p.Update {
+				kind = "update_display_data"
+			}
+		}
+		s.publish(e.req, kind, content)
+	case protocol.OutputKindResult:
+		s.publish(e.req, "execute_result", map[string]any{"data": data, "metadata": meta, "execution_count": s.count + 1})
+	case protocol.OutputKindError:
+		if p.Error != nil && !e.errorSent {
+			e.errorSent = true
+			tb := p.Error.Traceback
+			if tb == nil {
+				tb = []string{}
+			}
+			s.publish(e.req, "error", map[string]any{"ename": p.Error.Ename, "evalue": p.Error.Evalue, "traceback": tb})
+		}
+	case protocol.OutputKindClear:
+		s.publish(e.req, "clear_output", map[string]any{"wait": p.Wait})
+	}
+}
+
+// flushLocked sends the gathered stream text (s.mu held).
+func (s *Server) flushLocked(e *execution) {
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	if e.text.Len() == 0 {
+		return
+	}
+	s.publish(e.req, "stream", map[string]any{"name": string(e.name), "text": e.text.String()})
+	e.text.Reset()
+}
+
+// Input asks the Jupyter client that sent the running execution for a
+// line of input (kernel/inputRequest), on the stdin socket.
+func (s *Server) Input(ctx context.Context, p protocol.KernelInputRequestParams) (protocol.KernelInputReply, error) {
+	s.mu.Lock()
+	e := s.cur
+	if e != nil && e.id == p.ExecutionID {
+		s.flushLocked(e) // the prompt's preceding output first
+	}
+	s.mu.Unlock()
+	if e == nil || e.id != p.ExecutionID || !e.allowStdin {
+		return protocol.KernelInputReply{}, errors.New("the client does not take input for this execution")
+	}
+	select { // a stale reply to an earlier request is dropped
+	case <-s.inputs:
+	default:
+	}
+	req, err := s.session.New("input_request", e.req, map[string]any{"prompt": p.Prompt, "password": p.Password})
+	if err != nil {
+		return protocol.KernelInputReply{}, err
+	}
+	req.Identities = e.req.Identities
+	if err := s.o.Sockets.Stdin.Send(req); err != nil {
+		return protocol.KernelInputReply{}, fmt.Errorf("send input_request: %w", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return protocol.KernelInputReply{}, ctx.Err()
+		case <-s.done:
+			return protocol.KernelInputReply{}, errors.New("the kernel is shutting down")
+		case m := <-s.inputs:
+			// jupyter_client's input() sends its reply without a parent
+			// header: the reply is the first one after the request, as in
+			// ipykernel.
+			if ph := m.ParentHeader().MsgID; ph != "" && ph != req.Header.MsgID {
+				continue
+			}
+			var c struct {
+				Value string `json:"value"`
+			}
+			if err := json.Unmarshal(m.Content, &c); err != nil {
+				return protocol.KernelInputReply{}, fmt.Errorf("input_reply content: %w", err)
+			}
+			return protocol.KernelInputReply{Value: c.Value}, nil
+		}
+	}
+}
+
+func (s *Server) complete(ctx context.Context, m *Message) {
+	var c struct {
+		Code      string `json:"code"`
+		CursorPos int    `json:"cursor_pos"`
+	}
+	if err := json.Unmarshal(m.Content, &c); err != nil {
+		s.reply(m, "complete_reply", errorContent("BadRequest", err.Error()))
+		return
+	}
+	var res protocol.KernelCompleteResult
+	if err := s.o.Caller.Call(ctx, protocol.MethodKernelComplete, protocol.KernelCompleteParams{KernelID: s.o.KernelID, Code: c.Code, CursorPos: c.CursorPos}, &res); err != nil {
+		s.reply(m, "complete_reply", errorContent("CellboxError", err.Error()))
+		return
+	}
+	if res.Matches == nil {
+		res.Matches = []string{}
+	}
+	s.reply(m, "complete_reply", map[string]any{"status": "ok", "matches": res.Matches, "cursor_start": res.CursorStart, "cursor_end": res.CursorEnd, "metadata": map[string]any{}})
+}
+
+func (s *Server) inspect(ctx context.Context, m *Message) {
+	var c struct {
+		Code        string `json:"code"`
+		CursorPos   int    `json:"cursor_pos"`
+		DetailLevel int    `json:"detail_level"`
+	}
+	if err := json.Unmarshal(m.Content, &c); err != nil {
+		s.reply(m, "inspect_reply", errorContent("BadRequest", err.Error()))
+		return
+	}
+	var res protocol.KernelInspectResult
+	if err := s.o.Caller.Call(ctx, protocol.MethodKernelInspect, protocol.KernelInspectParams{KernelID: s.o.KernelID, Code: c.Code, CursorPos: c.CursorPos, DetailLevel: min(max(c.DetailLevel, 0), 1)}, &res); err != nil {
+		s.reply(m, "inspect_reply", errorContent("CellboxError", err.Error()))
+		return
+	}
+	data := res.Data
+	if data == nil {
+		data = protocol.MimeBundle{}
+	}
+	s.reply(m, "inspect_reply", map[string]any{"status": "ok", "found": res.Found, "data": data, "metadata": map[string]any{}})
+}
+
+func (s *Server) isComplete(ctx context.Context, m *Message) {
+	var c struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal(m.Content, &c); err != nil {
+		s.reply(m, "is_complete_reply", map[string]any{"status": "unknown"})
+		return
+	}
+	var res protocol.KernelIsCompleteResult
+	if err := s.o.Caller.Call(ctx, protocol.MethodKernelIsComplete, protocol.KernelIsCompleteParams{KernelID: s.o.KernelID, Code: c.Code}, &res); err != nil {
+		s.reply(m, "is_complete_reply", map[string]any{"status": "unknown"})
+		return
+	}
+	content := map[string]any{"status": string(res.Status)}
+	if res.Status == protocol.IsCompleteStatusIncomplete {
+		content["indent"] = res.Indent
+	}
+	s.reply(m, "is_complete_reply", content)
+}
+
+// historySession is the session number history entries carry: a cellbox
+// kernel keeps one session's history.
+const historySession = 1
+
+func (s *Server) history(ctx context.Context, m *Message) {
+	var c struct {
+		Output  bool   `json:"output"`
+		Access  string `json:"hist_access_type"`
+		Start   int    `json:"start"`
+		Stop    int    `json:"stop"`
+		N       int    `json:"n"`
+		Pattern string `json:"pattern"`
+		Unique  bool   `json:"unique"`
+	}
+	if err := json.Unmarshal(m.Content, &c); err != nil {
+		s.reply(m, "history_reply", errorContent("BadRequest", err.Error()))
+		return
+	}
+	p := protocol.KernelHistoryParams{KernelID: s.o.KernelID}
+	switch c.Access {
+	case "tail":
+		p.N = c.N
+	case "search":
+		p.N, p.Pattern, p.Unique = c.N, c.Pattern, c.Unique
+	}
+	var res protocol.KernelHistoryResult
+	if err := s.o.Caller.Call(ctx, protocol.MethodKernelHistory, p, &res); err != nil {
+		s.reply(m, "history_reply", errorContent("CellboxError", err.Error()))
+		return
+	}
+	hist := []any{}
+	for _, h := range res.Entries {
+		if c.Access == "range" && (h.ExecutionCount < c.Start || (c.Stop > 0 && h.ExecutionCount >= c.Stop)) {
+			continue
+		}
+		var entry any = h.Code
+		if c.Output {
+			entry = []any{h.Code, nil} // outputs are not kept
+		}
+		hist = append(hist, []any{historySession, h.ExecutionCount, entry})
+	}
+	s.reply(m, "history_reply", map[string]any{"status": "ok", "history": hist})
+}
+
+// reply answers a shell request.
+func (s *Server) reply(parent *Message, msgType string, content any) {
+	s.replyOn(s.o.Sockets.Shell, parent, msgType, content)
+}
+
+func (s *Server) replyOn(sock *Socket, parent *Message, msgType string, content any) {
+	m, err := s.session.New(msgType, parent, content)
+	if err != nil {
+		s.o.Logger.Error("make a reply", "msg_type", msgType, "err", err)
+		return
+	}
+	m.Identities = parent.Identities
+	if err := sock.Send(m); err != nil && !Closed(err) {
+		s.o.Logger.Warn("send a reply", "msg_type", msgType, "err", err)
+	}
+}
+
+// publish sends a message on iopub, its topic the message type.
+func (s *Server) publish(parent *Message, msgType string, content any) {
+	m, err := s.session.New(msgType, parent, content)
+	if err != nil {
+		s.o.Logger.Error("make an iopub message", "msg_type", msgType, "err", err)
+		return
+	}
+	m.Identities = [][]byte{[]byte("kernel." + s.o.KernelID + "." + msgType)}
+	if err := s.o.Sockets.IOPub.Send(m); err != nil && !Closed(err) {
+		s.o.Logger.Warn("publish", "msg_type", msgType, "err", err)
+	}
+}
+
+// camel turns a §7 error name into an exception-like one: kernel_dead →
+// KernelDead.
+func camel(name string) string {
+	var b strings.Builder
+	for _, w := range strings.Split(name, "_") {
+		if w != "" {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
