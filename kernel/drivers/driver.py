@@ -516,6 +516,7 @@ builtins.clear_output = clear_output
 # matplotlib: an inline backend without importing matplotlib now.
 
 INLINE = "module://cellbox_inline"
+INLINE_ASKED = False  # %matplotlib ran
 inline_module = Module("cellbox_inline")
 
 
@@ -566,7 +567,8 @@ def flush_figures():
 def after_matplotlib(module):
     # The same as MPLBACKEND=module://cellbox_inline at import, without putting it in the
     # environment of the user's child processes (which could not import cellbox_inline).
-    if not os.environ.get("MPLBACKEND"):
+    # `%matplotlib inline` asks for it whatever MPLBACKEND says.
+    if INLINE_ASKED or not os.environ.get("MPLBACKEND"):
         module.rcParams["backend"] = INLINE
 
 
@@ -619,6 +621,475 @@ def after_linecache(module):
 sys.meta_path.insert(0, ImportHooks({"matplotlib": after_matplotlib,
                                      "IPython.core.display_functions": after_ipython_display,
                                      "linecache": after_linecache, "getpass": after_getpass}))
+
+
+# ---------------------------------------------------------------------------------------------
+# IPython forms (PROTOCOL.md §8): `!cmd`, `x = !cmd`, `!!cmd`, `%magic`, `%%magic`, `obj?`.
+#
+# A cell that may hold one is rewritten before it is compiled, one line for one line, so that
+# tracebacks keep their line numbers: a form at the start of a logical line (not inside brackets
+# or a string, nor after a backslash) becomes a call of `__cellbox__`, a builtin module of the
+# functions below. Only a line that starts with `!`, `%` or `?`, ends with `?`, or assigns
+# `= !...` or `= %...` can be one; a cell without any of the three characters is not looked at.
+
+class UsageError(Exception):
+    """A magic that does not exist or is used wrongly: shown as IPython shows it, one line."""
+
+
+FORMS_RE = None  # the patterns, compiled on first use (re is not imported at start)
+
+
+def forms_re():
+    global FORMS_RE
+    if FORMS_RE is None:
+        import re
+        FORMS_RE = (
+            # a line that may hold a form: each pattern starts with a literal, which re finds fast
+            (re.compile(r"\n[ \t]*[!%?]"), re.compile(r"\?[ \t]*$", re.M),
+             re.compile(r"=[ \t]*[!%]")),
+            # what changes the state of a line: a quote, a comment, a bracket
+            re.compile(r"'''|\"\"\"|'|\"|#|[(\[{]|[)\]}]"),
+            # the end of each kind of string, past its escapes
+            {q: re.compile(r"\\(?:.|$)|" + q) for q in ("'''", '"""', "'", '"')},
+            # ?obj, obj?, obj??: a dotted name with subscripts (as IPython), or a %magic
+            re.compile(r"(\?\??)?(%{0,2}(?!\d)\w+(?:\.\w+|\[[^\[\]]+\])*)(\?\??)?"),
+            # x = !cmd, a, b = %magic args
+            re.compile(r"([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)[ \t]*=[ \t]*([!%])(.*)"),
+        )
+    return FORMS_RE
+
+
+def transform_cell(code):
+    """(code with its IPython forms made calls of __cellbox__, one line for one line;
+    (name, arg) of a %%magic on the cell's first line, which is then blank, or None)."""
+    candidates, outer, ends, help_re, assign_re = forms_re()
+    last = -1  # a position on the last line that may hold a form
+    for i, pattern in enumerate(candidates):
+        for m in pattern.finditer("\n" + code if i == 0 else code):
+            last = max(last, m.end() - 1 - (i == 0))  # on the line (the first: on "\n" + code)
+    if last < 0:
+        return code, None
+    lines = code.split("\n")
+    cell = None
+    for i, line in enumerate(lines):
+        if line.strip():
+            if line.startswith("%%"):
+                cell, lines[i] = split_magic(line[2:]), ""
+            break
+    depth, quote, cont = 0, None, False
+    for i in range(code.count("\n", 0, last) + 1):  # up to the last line that may hold one
+        line = lines[i]
+        if not (depth or quote or cont):
+            new = transform_line(line, help_re, assign_re)
+            if new is not None:
+                lines[i] = new
+                continue
+        depth, quote, cont = scan_line(line, depth, quote, outer, ends)
+    return "\n".join(lines), cell
+
+
+def split_magic(text):
+    """'name  args' -> ('name', 'args')."""
+    parts = text.split(None, 1)
+    return (parts[0] if parts else ""), (parts[1].rstrip() if len(parts) > 1 else "")
+
+
+def transform_line(line, help_re, assign_re):
+    """The line as a call of __cellbox__, or None if it holds no form."""
+    s = line.lstrip()
+    if not s:
+        return None
+    indent = line[:len(line) - len(s)]
+    s = s.rstrip()
+    c = s[0]
+    if c == "!":
+        if s.startswith("!!"):
+            return f"{indent}__cellbox__.getoutput({s[2:]!r})"
+        return f"{indent}__cellbox__.system({s[1:]!r})"
+    if c == "?" or s[-1] == "?":
+        m = help_re.fullmatch(s)
+        if m and (m.group(1) or m.group(3)):
+            detail = int("??" in (m.group(1), m.group(3)))
+            return f"{indent}__cellbox__.pinfo({m.group(2)!r}, {detail})"
+    if c == "%":
+        return "%s__cellbox__.magic(%r, %r)" % (indent, *split_magic(s[1:]))
+    if "=" in s:
+        m = assign_re.fullmatch(s)
+        if m:
+            lhs, kind, rest = m.groups()
+            if kind == "!":
+                return f"{indent}{lhs} = __cellbox__.getoutput({rest.strip()!r})"
+            return "%s%s = __cellbox__.magic(%r, %r)" % (indent, lhs, *split_magic(rest))
+    return None
+
+
+def scan_line(line, depth, quote, outer, ends):
+    """(bracket depth, the quote of a string still open, backslash continuation) after line,
+    given the depth and open string before it."""
+    i = 0
+    while True:
+        if quote is not None:
+            end = ends[quote]
+            while True:
+                m = end.search(line, i)
+                if m is None:  # a one-quote string ends with its line (the compiler says so)
+                    return depth, (quote if len(quote) == 3 else None), False
+                t, i = m.group(), m.end()
+                if t == quote:
+                    quote = None
+                    break
+                if t == "\\":  # a backslash ends the line: the string goes on
+                    return depth, quote, False
+        m = outer.search(line, i)
+        if m is None:
+            return depth, None, line.endswith("\\")
+        t, i = m.group(), m.end()
+        if t == "#":
+            return depth, None, False
+        if t in "([{":
+            depth += 1
+        elif t in ")]}":
+            depth = max(depth - 1, 0)
+        else:
+            quote = t
+
+
+class SList(list):
+    """The lines of a command's output (IPython's SList): .n joins them with newlines, .s with
+    spaces, .l is a plain list."""
+    n = nlstr = property(lambda self: "\n".join(self))
+    s = spstr = property(lambda self: " ".join(self))
+    l = property(lambda self: [*self])  # noqa: E741 (IPython's name)
+
+
+def var_expand(text, glob, loc):
+    """IPython's expansion of {expression} and $name in a command or a magic's argument, with
+    the caller's names; the text as it is if any of it fails ($$ is a $)."""
+    if "{" not in text and "$" not in text:
+        return text
+    import re
+    import string
+    ns = dict(glob)
+    if loc is not glob:
+        ns.update(loc)
+    out = []
+    try:
+        for literal, field, spec, conv in string.Formatter().parse(text):
+            pos = 0
+            for m in re.finditer(r"(.*?)\$(\$?[\w.]+)(?=([^']*'[^']*')*[^']*$)", literal):
+                name = m.group(2)
+                out += [m.group(1), name if name[0] == "$" else format(eval(name, ns), "")]
+                pos = m.end()
+            out.append(literal[pos:])
+            if field is not None:
+                value = eval(f"{field}:{spec}" if spec else field, ns)  # [1:2] is not a spec
+                if conv:
+                    value = {"r": repr, "s": str, "a": ascii}[conv](value)
+                out.append(format(value, ""))
+    except Exception:
+        return text
+    return "".join(out)
+
+
+def system(cmd):
+    """!cmd: run cmd with /bin/sh; its output goes to the cell's stdout and stderr as it comes."""
+    import subprocess
+    frame = sys._getframe(1)
+    cmd = var_expand(cmd, frame.f_globals, frame.f_locals)
+    proc = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    pipes = {proc.stdout.fileno(): [sys.stdout, None], proc.stderr.fileno(): [sys.stderr, None]}
+    try:
+        while pipes:
+            ready = select.select(list(pipes), [], [], 0.1)[0]
+            if not ready and proc.poll() is not None:
+                break  # the shell is gone; what it left running in the background has the pipes
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if data:
+                    relay(pipes[fd], data)
+                else:
+                    del pipes[fd]
+        proc.wait()
+    except BaseException:  # an interrupt (the command had the SIGINT too): end it, go on up
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+    NS["_exit_code"] = proc.returncode
+
+
+def relay(target, data):
+    """Write a child's bytes to a stream of the cell at once. target: [stream, text decoder]."""
+    stream = target[0]
+    if isinstance(stream, io.TextIOWrapper):
+        stream.flush()
+        stream.buffer.write(data)
+        stream.buffer.flush()
+        return
+    if target[1] is None:  # a stream without bytes (the code's own): write text
+        import codecs
+        target[1] = codecs.getincrementaldecoder("utf-8")("replace")
+    stream.write(target[1].decode(data))
+    stream.flush()
+
+
+def getoutput(cmd):
+    """x = !cmd, !!cmd: what cmd writes to stdout and stderr, as a list of lines."""
+    import subprocess
+    frame = sys._getframe(1)
+    cmd = var_expand(cmd, frame.f_globals, frame.f_locals)
+    if cmd.rstrip().endswith("&"):
+        raise OSError("Background processes not supported.")
+    proc = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        out = proc.communicate()[0]
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        proc.stdout.close()
+    NS["_exit_code"] = proc.returncode
+    return SList(out.decode("utf-8", "replace").splitlines())
+
+
+def magic(name, arg):
+    """%name arg."""
+    fn = LINE_MAGICS.get(name)
+    if fn is None:
+        raise UsageError(f"Line magic function `%{name}` not found.")
+    frame = sys._getframe(1)
+    return fn(arg, frame.f_globals, frame.f_locals)
+
+
+def pinfo(name, detail):
+    """obj?, ?obj (detail 0), obj?? (detail 1, with the source): what kernel/inspect says of
+    obj, as a display."""
+    if name.startswith("%"):
+        import inspect
+        fn = LINE_MAGICS.get(name.lstrip("%"))
+        if fn is None:
+            print(f"Object `{name}` not found.")
+            return
+        text = "Docstring:\n" + inspect.getdoc(fn)
+    else:
+        frame = sys._getframe(1)
+        try:
+            try:
+                if frame.f_locals is not NS:
+                    raise LookupError(name)
+                obj = lookup(name)  # runs no property or __getattr__
+            except Exception:
+                obj = eval(name, frame.f_globals, frame.f_locals)
+        except Exception:
+            print(f"Object `{name}` not found.")
+            return
+        text = info_text(name, obj, detail)
+    display({"text/plain": text}, raw=True)
+
+
+PREVIOUS_DIR = None
+
+
+def magic_cd(arg, glob, loc):
+    """%cd [-q] [DIR]: change the working directory to DIR (`~` expands; home without DIR; the
+    previous one for `-`) and print it (not with -q)."""
+    global PREVIOUS_DIR
+    arg = var_expand(arg, glob, loc)
+    quiet = arg == "-q" or arg.startswith("-q ")
+    if quiet:
+        arg = arg[2:].strip()
+    if len(arg) > 1 and arg[0] == arg[-1] and arg[0] in "'\"":
+        arg = arg[1:-1]
+    if arg == "-":
+        if PREVIOUS_DIR is None:
+            raise UsageError("%cd -: No previous directory to change to.")
+        arg = PREVIOUS_DIR
+    try:
+        old = os.getcwd()
+    except OSError:  # it was removed
+        old = None
+    try:
+        os.chdir(os.path.expanduser(arg or "~"))
+    except OSError as e:
+        print(e, file=sys.stderr)
+        return
+    PREVIOUS_DIR = old
+    if not quiet:
+        print(os.getcwd())
+
+
+def magic_env(arg, glob, loc):
+    """%env: the environment, as a dict (values of names with key, token or secret hidden);
+    %env NAME: its value; %env NAME=VALUE or %env NAME VALUE: set it."""
+    arg = var_expand(arg, glob, loc).strip()
+    if not arg:
+        return {k: "<hidden>" if any(s in k.lower() for s in ("key", "token", "secret")) else v
+                for k, v in os.environ.items()}
+    if "=" in arg:
+        name, value = arg.split("=", 1)
+    else:
+        name, value = (arg.split(None, 1) + [None])[:2]
+    name = name.strip()
+    if value is None:
+        if name not in os.environ:
+            raise UsageError(f"Environment does not have key: {name}")
+        return os.environ[name]
+    if not name or any(c.isspace() for c in name):
+        raise UsageError(f"refusing to set env var with whitespace: {name!r}")
+    value = value.strip()
+    os.environ[name] = value
+    print(f"env: {name}={value}")
+
+
+def format_time(seconds, precision=3):
+    """A duration as IPython writes it: 1.23 s, 45.6 ms, 7.89 µs, 12 ns, 1min 3s."""
+    if seconds >= 60.0:
+        parts = []
+        for unit, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+            value = int(seconds / length)
+            if value > 0:
+                seconds %= length
+                parts.append(f"{value}{unit}")
+            if seconds < 1:
+                break
+        return " ".join(parts)
+    import math
+    order = min(-int(math.floor(math.log10(seconds)) // 3), 3) if seconds > 0 else 3
+    return "%.*g %s" % (precision, seconds * 1000 ** order, ("s", "ms", "µs", "ns")[order])
+
+
+def clock():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime, time.perf_counter()
+
+
+def print_times(start):
+    user, sys_, wall = (b - a for a, b in zip(start, clock()))
+    print(f"CPU times: user {format_time(user)}, sys: {format_time(sys_)}, "
+          f"total: {format_time(user + sys_)}")
+    print(f"Wall time: {format_time(wall)}")
+
+
+def magic_time(arg, glob, loc):
+    """%time STATEMENT: run it, print the CPU and wall time it took, and return its value.
+    %%time on a cell's first line does the same for the cell."""
+    try:
+        code = compile(arg, "<timed eval>", "eval", compile_flags, dont_inherit=True)
+    except SyntaxError:
+        code = compile(arg, "<timed exec>", "exec", compile_flags, dont_inherit=True)
+    start = clock()
+    value = eval(code, glob, loc)
+    if code.co_flags & CO_COROUTINE:
+        value = run_async(value)
+    print_times(start)
+    return value
+
+
+class TimeitResult:
+    """What %timeit -o returns (IPython's): loops, repeat, all_runs (s), timings (s a loop),
+    best, worst, average, stdev."""
+
+    def __init__(self, loops, all_runs, precision=3):
+        self.loops, self.repeat, self.all_runs = loops, len(all_runs), all_runs
+        self.timings = [t / loops for t in all_runs]
+        self.best, self.worst = min(self.timings), max(self.timings)
+        self.average = sum(self.timings) / self.repeat
+        self.stdev = (sum((t - self.average) ** 2 for t in self.timings) / self.repeat) ** 0.5
+        self._precision = precision
+
+    def __str__(self):
+        p = self._precision
+        return (f"{format_time(self.average, p)} ± {format_time(self.stdev, p)} per loop "
+                f"(mean ± std. dev. of {self.repeat} run{'s' * (self.repeat != 1)}, "
+                f"{self.loops:,} loop{'s' * (self.loops != 1)} each)")
+
+    def __repr__(self):
+        return f"<TimeitResult : {self}>"
+
+
+def timeit_options(arg):
+    opts = {"n": 0, "r": 7, "p": 3, "q": False, "o": False}
+    rest = arg.strip()
+    while len(rest) > 1 and rest[0] == "-" and rest[1].isalpha():
+        flag, rest = rest[1], rest[2:]
+        if flag in "nrp":
+            parts = rest.split(None, 1)
+            if not parts:
+                raise UsageError(f"option -{flag} requires argument")
+            try:
+                opts[flag] = int(parts[0])
+            except ValueError:
+                raise UsageError(f"option -{flag}: {parts[0]!r} is not a number") from None
+            rest = parts[1] if len(parts) > 1 else ""
+        elif flag in "qotc":  # -t and -c chose a clock in python 2: ignored, as IPython does
+            opts[flag] = True
+            if rest[:1].isalpha():  # -qo
+                rest = "-" + rest
+                continue
+        else:
+            raise UsageError(f"option -{flag} not recognized")
+        rest = rest.lstrip()
+    if opts["n"] < 0 or opts["r"] < 1:
+        raise UsageError("%timeit: -n must be at least 0 (0: find it) and -r at least 1")
+    return opts, rest
+
+
+def magic_timeit(arg, glob, loc, cell=None):
+    """%timeit [-n N] [-r R] [-p P] [-q] [-o] STATEMENT: time it with the timeit module, R runs
+    (7) of N loops (without -n, as many as take 0.2 s) and print the mean and standard deviation
+    of a loop; -p: digits shown (3), -q: print nothing, -o: return a TimeitResult.
+    %%timeit on a cell's first line times the cell; the statement of the line, if any, is then
+    the setup."""
+    import timeit
+    opts, stmt = timeit_options(arg)
+    setup = "pass"
+    if cell is not None:
+        setup, stmt = stmt or "pass", cell
+    timer = timeit.Timer(stmt or "pass", setup, globals=glob if loc is glob else {**glob, **loc})
+    number = opts["n"] or timer.autorange()[0]
+    result = TimeitResult(number, timer.repeat(opts["r"], number), opts["p"])
+    if not opts["q"]:
+        if result.worst > 4 * result.best > 0 and result.worst > 1e-6:
+            print(f"The slowest run took {result.worst / result.best:0.2f} times longer than "
+                  "the fastest. This could mean that an intermediate result is being cached.")
+        print(result)
+    return result if opts["o"] else None
+
+
+def magic_matplotlib(arg, glob, loc):
+    """%matplotlib [inline]: figures show inline, as png (the default, and the only backend a
+    sandbox has); this switches back to it if the code chose another."""
+    global INLINE_ASKED
+    gui = (arg.split() or [""])[0]
+    if gui not in ("", "inline"):
+        print(f"%matplotlib {gui}: a cellbox kernel shows figures inline", file=sys.stderr)
+    INLINE_ASKED = True
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        if plt.get_backend() != INLINE:
+            plt.switch_backend(INLINE)
+    elif "matplotlib" in sys.modules:
+        sys.modules["matplotlib"].rcParams["backend"] = INLINE
+
+
+def magic_pip(arg, glob, loc):
+    """%pip: package installs in a cellbox sandbox go through workspace/install
+    (PROTOCOL.md §9)."""
+    raise UsageError(f"%pip {arg}".rstrip() + ": package installs in a cellbox sandbox go "
+                     "through workspace/install (PROTOCOL.md §9), which this daemon does not "
+                     "serve yet; pip was not run.")
+
+
+LINE_MAGICS = {"cd": magic_cd, "env": magic_env, "time": magic_time, "timeit": magic_timeit,
+               "matplotlib": magic_matplotlib, "pip": magic_pip}
+FORMS = Module("__cellbox__")
+FORMS.system, FORMS.getoutput, FORMS.magic, FORMS.pinfo = system, getoutput, magic, pinfo
+builtins.__cellbox__ = FORMS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -697,8 +1168,21 @@ def run_cell(req, silent):
     global compile_flags, CELL_CODES
     code = req.get("code") or ""
     filename, first = cell_file(req)
-    text = "\n" * (first - 1) + code  # line numbers as in the editor's file
-    remember_source(filename, text, first)
+    pad = "\n" * (first - 1)  # line numbers as in the editor's file
+    remember_source(filename, pad + code, first)
+    cell = None
+    if "!" in code or "%" in code or "?" in code:
+        code, cell = transform_cell(code)  # IPython forms
+        if cell is not None:
+            name, arg = cell
+            if name == "timeit":
+                show_result(magic_timeit(arg, NS, NS, cell=code), silent)
+                return
+            if name != "time":
+                raise UsageError(f"Cell magic `%%{name}` not found.")
+            if arg:
+                raise UsageError("Can't use statement directly after '%%time'!")
+    text = pad + code
     tree = compile(text, filename, "exec", compile_flags | _ast.PyCF_ONLY_AST, dont_inherit=True)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], _ast.Expr) else None
     codes = []
@@ -711,11 +1195,19 @@ def run_cell(req, silent):
     for co in codes:
         compile_flags |= co.co_flags & FUTURE_FLAGS  # `from __future__ import ...` persists
     value = None
+    start = clock() if cell else None  # %%time
     for co in codes:
         value = eval(co, NS)
         if co.co_flags & CO_COROUTINE:
             value = run_async(value)
-    if last is None or silent or value is None or ends_with_semicolon(text, last):
+    if start:
+        print_times(start)
+    if last is not None and value is not None and not ends_with_semicolon(text, last):
+        show_result(value, silent)
+
+
+def show_result(value, silent):
+    if silent or value is None:
         return
     NS["_"] = value
     data, meta = bundle(value)
@@ -766,7 +1258,10 @@ def error_info(e):
     except Exception:
         evalue = "<exception str() failed>"
     try:
-        lines = "".join(traceback.format_exception(type(e), e, tb)).splitlines()
+        if isinstance(e, UsageError):  # as IPython shows it
+            lines = [f"UsageError: {evalue}"]
+        else:
+            lines = "".join(traceback.format_exception(type(e), e, tb)).splitlines()
     except Exception:
         lines = [f"{type(e).__name__}: {evalue}"]
     return {"ename": type(e).__name__, "evalue": evalue, "traceback": lines}
@@ -856,6 +1351,8 @@ def main_loop():
 def complete(req):
     code = str(req.get("code") or "")
     pos = max(0, min(len(code), int(req.get("cursorPos") or 0)))
+    if code[code.rfind("\n", 0, pos) + 1:pos].lstrip()[:1] == "%":
+        return complete_names(code, pos)  # a magic's argument (jedi sees no python there)
     try:
         import jedi
     except ImportError:
@@ -953,7 +1450,6 @@ SAFE_REPR = (int, float, complex, bool, str, bytes, list, tuple, dict, set, froz
 
 
 def inspect_request(req):
-    import inspect
     code = str(req.get("code") or "")
     pos = max(0, min(len(code), int(req.get("cursorPos") or 0)))
     name = name_at(code, pos)
@@ -961,6 +1457,14 @@ def inspect_request(req):
         obj = lookup(name)
     except Exception:
         return {"found": False}
+    return {"found": True,
+            "data": {"text/plain": info_text(name, obj, int(req.get("detailLevel") or 0))}}
+
+
+def info_text(name, obj, detail):
+    """What kernel/inspect and obj? show of obj: signature, type, value, file, docstring, and
+    with detail 1 the source."""
+    import inspect
     lines = []
     if callable(obj):
         try:
@@ -978,16 +1482,22 @@ def inspect_request(req):
     doc = inspect.getdoc(obj)
     if doc:
         lines.append("Docstring:\n" + doc)
-    if int(req.get("detailLevel") or 0) >= 1:
+    if detail >= 1:
         try:
             lines.append("Source:\n" + inspect.getsource(obj).rstrip("\n"))
         except (OSError, TypeError):
             pass
-    return {"found": True, "data": {"text/plain": "\n".join(lines)}}
+    return "\n".join(lines)
 
 
 def is_complete(req):
     code = str(req.get("code") or "")
+    if "!" in code or "%" in code or "?" in code:
+        code, cell = transform_cell(code)  # IPython forms
+        if cell is not None:  # a %%magic takes the lines up to an empty one, as in IPython
+            if code.rsplit("\n", 1)[-1].strip():
+                return {"status": "incomplete", "indent": ""}
+            return {"status": "complete"}
     flags = (compile_flags | _ast.PyCF_ONLY_AST | _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
              | 0x4000 | 0x200)  # PyCF_ALLOW_INCOMPLETE_INPUT | PyCF_DONT_IMPLY_DEDENT
     lines = code.split("\n")
