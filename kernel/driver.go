@@ -113,6 +113,9 @@ type event struct {
 	CPUMs           *float64            `json:"cpuMs"`
 	PeakMemoryBytes int64               `json:"peakMemoryBytes"`
 	Result          json.RawMessage     `json:"result"`
+	// LanguageInfo, with ready: the kernel's language_info (the Jupyter
+	// bridge's), for kernel/start's result.
+	LanguageInfo *protocol.LanguageInfo `json:"languageInfo"`
 	// StdoutBytes and StderrBytes, when given, are how many bytes the
 	// driver had written to fds 1 and 2 before this event.
 	StdoutBytes *int64 `json:"stdoutBytes"`
@@ -196,10 +199,12 @@ type driver struct {
 	dones    chan done
 
 	// mu guards the fields below; it is taken with no other lock held.
-	mu      sync.Mutex
-	status  workspace.ProcStatus
-	pending map[string]chan reply
-	tail    []byte // the end of the driver's stderr
+	mu       sync.Mutex
+	readied  bool                   // a ready came
+	langInfo *protocol.LanguageInfo // what the ready said of its language, if it did
+	status   workspace.ProcStatus
+	pending  map[string]chan reply
+	tail     []byte // the end of the driver's stderr
 	// rejected counts events dropped as forged, stale or oversized (code
 	// in the sandbox can write to the event pipe).
 	rejected int64
@@ -330,9 +335,15 @@ func (d *driver) event(line []byte) {
 func (d *driver) handle(ev *event) {
 	switch ev.Ev {
 	case "ready":
-		select {
-		case d.ready <- ev.Version:
-		default:
+		// The first counts; its language is set before the start sees it.
+		d.mu.Lock()
+		first := !d.readied
+		if first {
+			d.readied, d.langInfo = true, ev.LanguageInfo
+		}
+		d.mu.Unlock()
+		if first {
+			d.ready <- ev.Version // room for one
 		}
 	case "display", "result", "error", "clear":
 		if !d.cfg.out.running(ev.ID) {

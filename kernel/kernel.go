@@ -87,12 +87,21 @@ func (k *Kernel) Workspace() *workspace.Workspace { return k.ws }
 // StartResult is kernel/start's result.
 func (k *Kernel) StartResult() protocol.KernelStartResult {
 	k.mu.Lock()
-	v := k.drv.version
+	d := k.drv
 	k.mu.Unlock()
+	v := d.version
 	if v == "" {
 		v = k.langInfo.Version
 	}
 	spec := drivers[k.lang]
+	info := protocol.LanguageInfo{Name: k.lang, Version: v, FileExtension: spec.extension, Mimetype: spec.mimetype}
+	d.mu.Lock()
+	if d.langInfo != nil {
+		// A Jupyter kernel's own language_info.
+		info = *d.langInfo
+		info.Version = v
+	}
+	d.mu.Unlock()
 	var sb protocol.SandboxInfo
 	if l, ok := k.ws.SandboxLayers(); ok {
 		sb = protocol.SandboxInfo{
@@ -103,7 +112,7 @@ func (k *Kernel) StartResult() protocol.KernelStartResult {
 	}
 	return protocol.KernelStartResult{
 		KernelID: k.id, Language: k.lang,
-		LanguageInfo: protocol.LanguageInfo{Name: k.lang, Version: v, FileExtension: spec.extension, Mimetype: spec.mimetype},
+		LanguageInfo: info,
 		Sandbox:      sb,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cellbox-dev/cellbox/kernel/jupyter"
 	"github.com/cellbox-dev/cellbox/workspace"
 )
 
@@ -30,6 +31,12 @@ type Language struct {
 	// Reason says why the language is unavailable, e.g.
 	// "python3 not found on PATH".
 	Reason string `json:"reason,omitempty"`
+	// Unsupported are the methods of PROTOCOL.md §4 the language cannot
+	// answer (languages[].unsupported, §8).
+	Unsupported []string `json:"unsupported,omitempty"`
+
+	// jupyter is the kernelspec of a language jupyter:NAME.
+	jupyter *jupyter.KernelSpec
 }
 
 // languageSpec says how to find and identify one language's interpreter.

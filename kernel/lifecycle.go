@@ -117,7 +117,7 @@ func (m *Manager) language(id string) (Language, error) {
 	known := make([]string, 0, len(langs))
 	for _, l := range langs {
 		if l.ID == id {
-			if _, ok := drivers[id]; !ok {
+			if _, ok := drivers[id]; !ok && l.jupyter == nil {
 				break
 			}
 			if !l.Available {
@@ -207,15 +207,21 @@ func newID() string {
 // shutdown meanwhile ends the start.
 func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 	spec := drivers[k.lang]
-	argv := spec.argv
-	if k.langInfo.Path != "" {
+	argv, env := spec.argv, k.env
+	switch {
+	case k.langInfo.jupyter != nil:
+		var err error
+		if argv, env, err = jupyterDriver(k.langInfo.jupyter, env, k.m.opts.StartTimeout); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrLanguage, err)
+		}
+	case k.langInfo.Path != "":
 		// The interpreter DetectLanguages found (and initialize reported),
 		// in a directory the sandbox has.
 		argv = append([]string{k.langInfo.Path}, argv[1:]...)
 	}
 	return startDriver(ctx, driverConfig{
 		kernelID: k.id, lang: k.lang, bashFraming: spec.bashFraming, interruptRequest: spec.interruptRequest,
-		ws: k.ws, argv: argv, env: k.env, dir: k.dir, limits: k.limits, network: k.network,
+		ws: k.ws, argv: argv, env: env, dir: k.dir, limits: k.limits, network: k.network,
 		startTimeout: k.m.opts.StartTimeout, log: k.m.log,
 		out: k.out, prompt: k, stop: k.closed,
 	})

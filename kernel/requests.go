@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -69,6 +70,9 @@ func (k *Kernel) IsComplete(ctx context.Context, code string) (*protocol.KernelI
 
 // Variables is kernel/variables.
 func (k *Kernel) Variables(ctx context.Context) (*protocol.KernelVariablesResult, error) {
+	if slices.Contains(k.langInfo.Unsupported, protocol.MethodKernelVariables) {
+		return nil, fmt.Errorf("%w: kernel/variables is not supported by %s kernels (languages[].unsupported)", ErrInvalid, k.lang)
+	}
 	var res protocol.KernelVariablesResult
 	if err := k.driverCall(ctx, &request{Op: "variables"}, &res); err != nil {
 		return nil, err

@@ -63,6 +63,9 @@ type LanguageCapability struct {
 	FileExtensions []string `json:"fileExtensions"`
 	Available      bool     `json:"available"`
 	Reason         string   `json:"reason,omitempty"`
+	// Unsupported are the methods of §4 the language cannot answer
+	// (§8), e.g. "kernel/variables" for a Jupyter kernel (jupyter:NAME).
+	Unsupported []string `json:"unsupported,omitempty"`
 }
 
 // SandboxCapabilities says which isolation layers this host provides.

@@ -56,6 +56,10 @@ type Proc struct {
 // DefaultEnv is the environment of a program started without one.
 func DefaultEnv() []string { return sandbox.DefaultEnv() }
 
+// SandboxShows reports whether every sandbox has the host's file at the
+// absolute, clean path p, at the same path (sandbox.Shows).
+func SandboxShows(p string) bool { return sandbox.Shows(p) }
+
 // WinSize is a terminal's size (columns and rows).
 type WinSize = sandbox.WinSize
 

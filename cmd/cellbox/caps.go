@@ -44,10 +44,12 @@ func hostCapabilities(stateDir string, log *slog.Logger) (func(context.Context) 
 			}
 			c := caps
 			c.Languages = append([]protocol.LanguageCapability(nil), caps.Languages...)
+			// Kernelspecs are read anew: one installed meanwhile is seen.
+			c.Languages = append(c.Languages, languageCapabilities(kernel.JupyterLanguages())...)
 			return c
 		}, func() []kernel.Language {
 			<-done
-			return languages
+			return append(append([]kernel.Language(nil), languages...), kernel.JupyterLanguages()...)
 		}
 }
 
@@ -71,11 +73,17 @@ func capabilitiesFrom(r sandbox.Report, langs []kernel.Language) protocol.Server
 			MaxPtys:                    pty.DefaultMaxPtys,
 		},
 	}
+	caps.Languages = languageCapabilities(langs)
+	return caps
+}
+
+func languageCapabilities(langs []kernel.Language) []protocol.LanguageCapability {
+	var out []protocol.LanguageCapability
 	for _, l := range langs {
-		caps.Languages = append(caps.Languages, protocol.LanguageCapability{
+		out = append(out, protocol.LanguageCapability{
 			ID: l.ID, DisplayName: l.DisplayName, Version: l.Version,
-			FileExtensions: l.FileExtensions, Available: l.Available, Reason: l.Reason,
+			FileExtensions: l.FileExtensions, Available: l.Available, Reason: l.Reason, Unsupported: l.Unsupported,
 		})
 	}
-	return caps
+	return out
 }

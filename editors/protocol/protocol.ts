@@ -190,6 +190,11 @@ export interface LanguageCapability {
   fileExtensions: string[];
   available: boolean;
   reason?: string;
+  /**
+   * unsupported are the methods of §4 the language cannot answer
+   * (§8), e.g. "kernel/variables" for a Jupyter kernel (jupyter:NAME).
+   */
+  unsupported?: string[];
 }
 
 /** SandboxCapabilities says which isolation layers this host provides. */

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -163,6 +164,23 @@ var (
 	// ErrClosed: the sandbox was closed or its init died.
 	ErrClosed = errors.New("sandbox: closed")
 )
+
+// topLinks are the host's top-level library and binary directories: kept
+// as symlinks where the host has merged /usr, bound where they are real.
+var topLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// Shows reports whether every sandbox has the host's file at the absolute,
+// clean path p, at the same path: below /usr or a top-level binary or
+// library directory, which the root binds read-only. (Config.ReadOnly
+// adds paths to one sandbox; /etc holds only some of the host's files.)
+func Shows(p string) bool {
+	for _, d := range append([]string{"usr"}, topLinks...) {
+		if p == "/"+d || strings.HasPrefix(p, "/"+d+"/") {
+			return true
+		}
+	}
+	return false
+}
 
 // DefaultEnv is the environment of a program started without one.
 func DefaultEnv() []string {

@@ -30,9 +30,11 @@
 //		...
 //	}
 //
-// Entries are registered by this package only (the registry is in
+// Entries are registered from init functions (the registry is in
 // reexec.go, the probe entries in reexec_linux.go, the sandbox's init in
-// init_linux.go); each runs in the child and returns its exit code.
+// init_linux.go); each runs in the child and returns its exit code. Other
+// packages register with [Register] the entries that programs inside a
+// sandbox run: the binary is bound read-only at [SelfPath] in every sandbox.
 // A probe entry writes one error line to stderr and exits 1 when its
 // check fails; "probe-all" runs every namespace check in one helper and
 // writes one "LAYER<TAB>ok|error" line per check to stdout.

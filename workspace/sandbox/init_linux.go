@@ -54,8 +54,11 @@ type prepConfig struct {
 	Network  Network  `json:"network"`
 	ReadOnly []string `json:"readOnly,omitempty"`
 	TmpBytes int64    `json:"tmpBytes,omitempty"`
-	// Trees name the detached clones of the ReadOnly paths (ro:PATH) a root
-	// daemon sends with this message.
+	// Self is the daemon's binary as its path names it, bound at SelfPath
+	// (a root daemon sends the file as the tree "self" instead).
+	Self string `json:"self,omitempty"`
+	// Trees name the detached clones a root daemon sends with this message:
+	// the ReadOnly paths (ro:PATH) and its binary (self).
 	Trees []string `json:"trees,omitempty"`
 }
 

@@ -21,6 +21,8 @@ import (
 //	/dev                  null zero full random urandom tty, a new devpts,
 //	                      ptmx, shm (tmpfs), fd and std* links
 //	/tmp /home/cellbox    private tmpfs, sized by Config.TmpBytes
+//	/.cellbox/cellbox     this binary, read-only (SelfPath), for the entries
+//	                      that run inside a sandbox (Register)
 //	/workspace            the overlay (or the scratch or project directory)
 //	/                     the tmpfs itself, read-only once built
 
@@ -34,11 +36,8 @@ var etcFiles = []string{
 	"localtime", "timezone", "zoneinfo", "mime.types", "os-release",
 	"bash.bashrc", "profile", "profile.d", "inputrc", "environment", "terminfo",
 	"python3", "fonts", "matplotlibrc", "gitconfig", "vim", "vimrc",
+	"R", // R's own configuration (Debian links /usr/lib/R/etc here)
 }
-
-// topLinks are the host's top-level library and binary directories: kept
-// as symlinks where the host has merged /usr, bound where they are real.
-var topLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 
 // devices bound from the host's /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
@@ -160,6 +159,11 @@ func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err er
 		if err := bind(host, in("etc/"+name), false); err != nil {
 			return nil, err
 		}
+	}
+
+	// This binary, for the entries that run inside the sandbox.
+	if err := bindSelf(trees["self"], cfg.Self, in(SelfPath)); err != nil {
+		return nil, err
 	}
 
 	// Everything so far is read-only, the root with it, in one call; the
@@ -325,6 +329,27 @@ func mountWorkspace(ic *initConfig, lower *os.File, root, target string, layers 
 		return fmt.Errorf("remove the overlay staging directory: %w", err)
 	}
 	layers.Overlay = true
+	return nil
+}
+
+// bindSelf shows this binary at dst: the clone a root daemon sent, else
+// the file at path when it is still the one this process runs. A binary
+// replaced since the daemon started is not shown (the entries that run in
+// a sandbox must be this build's): SelfPath is then missing.
+func bindSelf(tree *os.File, path, dst string) error {
+	if tree == nil {
+		var running, named unix.Stat_t
+		if path == "" || unix.Stat(selfExe, &running) != nil || unix.Stat(path, &named) != nil ||
+			running.Dev != named.Dev || running.Ino != named.Ino {
+			return nil
+		}
+	}
+	if err := mkTarget(dst, false); err != nil {
+		return err
+	}
+	if err := bindOrAttach(tree, path, dst, false); err != nil {
+		return fmt.Errorf("show cellbox's binary in the sandbox: %w", err)
+	}
 	return nil
 }
 

@@ -17,9 +17,23 @@ const argv0Prefix = "cellbox-sandbox:"
 type entry func(args []string) int
 
 // entries are the helper entries by name. They are registered from init
-// functions in this package only (the probes in probe_linux.go; the
-// sandbox's "init" later), so the map is never written after main starts.
+// functions (this package's probes, init and spawner; Register's callers),
+// so the map is never written after main starts.
 var entries = map[string]entry{}
+
+// SelfPath is where this binary is inside every sandbox (read-only), so
+// that a program in a sandbox can run one of its entries: the sandbox runs
+// SelfPath with ReexecEnv set to the entry's name.
+const SelfPath = "/.cellbox/cellbox"
+
+// Register adds an entry that a program started in a sandbox runs (see
+// SelfPath): Main runs fn with the arguments after argv[0] and exits with
+// its result. Call it from an init function; it panics on a duplicate name.
+// Such an entry runs as the sandboxed program it is, with the sandbox's
+// limits and no more privilege than any program there.
+func Register(name string, fn func(args []string) int) {
+	register(name, fn)
+}
 
 // register adds a helper entry; it panics on a duplicate name (a
 // programming error caught by any test).

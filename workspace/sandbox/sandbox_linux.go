@@ -168,7 +168,14 @@ func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, er
 	prep := &prepConfig{Network: network, ReadOnly: readOnly, TmpBytes: tmpBytes}
 	var trees []*os.File
 	defer func() { closeAll(trees) }()
+	// The init's own executable is a mount of this namespace, which it
+	// cannot bind in its own: an ordinary user's init binds the same path,
+	// a root daemon sends a clone (the range ids may not walk to it).
+	prep.Self, _ = os.Readlink(selfExe)
 	if ids.root {
+		if f, err := openTree(selfExe); err == nil {
+			prep.Trees, trees = append(prep.Trees, "self"), append(trees, f)
+		}
 		for _, p := range readOnly {
 			if _, err := os.Stat(p); err != nil {
 				continue

@@ -262,6 +262,7 @@ M.enums = {
 ---@field fileExtensions string[]
 ---@field available boolean
 ---@field reason? string
+---@field unsupported? string[] unsupported are the methods of §4 the language cannot answer (§8), e.g. "kernel/variables" for a Jupyter kernel (jupyter:NAME).
 
 --- SandboxCapabilities says which isolation layers this host provides.
 ---@class cellbox.SandboxCapabilities

@@ -1,0 +1,662 @@
+package jupyterbridge
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cellbox-dev/cellbox/kernel/jupyter"
+)
+
+// An execution, as Jupyter's clients run one: execute_request on shell;
+// its output on iopub, each message naming it as parent; input_request on
+// stdin; it has ended when both its execute_reply (shell) and its `status:
+// idle` (iopub) have come.
+
+// quietAfterReply is how long after the execute_reply the bridge waits for
+// the iopub idle while iopub is quiet: a PUB socket drops what its
+// subscriber does not take in time, the idle too.
+const quietAfterReply = 10 * time.Second
+
+// execution is the one execution running.
+type execution struct {
+	id    string // the manager's
+	msgID string // of the execute_request
+	stdin string // what is left of the request's stdin, fed first
+	allow bool   // the manager may be asked for input
+	// cpu is the kernel's CPU time when the execution began (-1: unknown).
+	cpu time.Duration
+
+	busy, idle, replied bool
+	reply               *jupyter.Message
+	err                 *execError // the error output sent, if any
+	interrupted         bool       // an interrupt came while it ran
+	pendingInterrupt    bool       // one came before the kernel took the request
+	asking              *jupyter.Message
+	quiet               *time.Timer
+}
+
+// serve answers the manager's requests until its pipe closes.
+func (b *bridge) serve(r *bufio.Reader) error {
+	for {
+		req, err := readRequest(r)
+		if err != nil {
+			if req != nil && req.ID == "" {
+				continue // a line that is not a request: nothing to answer
+			}
+			return err
+		}
+		b.request(req)
+	}
+}
+
+func (b *bridge) request(req *request) {
+	switch req.Op {
+	case "execute":
+		b.execute(req)
+	case "input":
+		b.input(req)
+	case "complete":
+		b.call(req, "complete_request", map[string]any{"code": req.Code, "cursor_pos": req.CursorPos})
+	case "inspect":
+		b.call(req, "inspect_request", map[string]any{"code": req.Code, "cursor_pos": req.CursorPos, "detail_level": req.DetailLevel})
+	case "isComplete":
+		b.call(req, "is_complete_request", map[string]any{"code": req.Code})
+	case "variables":
+		b.w.send(&event{Ev: "reply", ID: req.ID, Error: "kernel/variables is not supported by Jupyter kernels (jupyter:" + b.cfg.Name + ")"})
+	case "interrupt":
+		// javascript's; interrupts come as SIGINT
+	default:
+		if req.ID != "" {
+			b.w.send(&event{Ev: "reply", ID: req.ID, Error: fmt.Sprintf("unknown request %q", req.Op)})
+		}
+	}
+}
+
+// execute sends an execute_request for req.
+func (b *bridge) execute(req *request) {
+	m, err := b.sess.New("execute_request", nil, map[string]any{
+		"code": req.Code, "silent": req.Silent, "store_history": req.StoreHistory,
+		"user_expressions": map[string]any{}, "allow_stdin": req.AllowStdin || req.Stdin != "",
+		// The manager stops its queue on an error (stopOnError); the
+		// kernel has nothing of ours queued to abort.
+		"stop_on_error": false,
+	})
+	if err != nil {
+		b.endWith(req.ID, "error", &execError{Ename: "BridgeError", Evalue: err.Error()})
+		return
+	}
+	e := &execution{
+		id: req.ID, msgID: m.Header.MsgID, stdin: req.Stdin, allow: req.AllowStdin,
+		cpu: kernelCPU(b.kernel.pid),
+	}
+	b.w.mu.Lock()
+	b.mu.Lock()
+	busy := b.cur != nil
+	if !busy {
+		b.cur = e
+	}
+	b.mu.Unlock()
+	b.w.mu.Unlock()
+	if busy {
+		// The manager sends one execute at a time; this one cannot run.
+		b.endWith(req.ID, "error", &execError{Ename: "BridgeError", Evalue: "an execution is already running"})
+		return
+	}
+	if err := b.sock.Shell.Send(m); err != nil {
+		b.w.mu.Lock()
+		b.mu.Lock()
+		if b.cur == e {
+			b.cur = nil
+		}
+		b.mu.Unlock()
+		b.w.mu.Unlock()
+		b.endWith(req.ID, "error", &execError{Ename: "BridgeError", Evalue: "send execute_request: " + err.Error()})
+	}
+}
+
+// endWith ends execution id at once: an error output, then done.
+func (b *bridge) endWith(id, status string, e *execError) {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	if e.Traceback == nil {
+		e.Traceback = []string{}
+	}
+	b.w.eventLocked(&event{Ev: "error", ID: id, Ename: e.Ename, Evalue: e.Evalue, Traceback: e.Traceback})
+	b.w.eventLocked(&event{Ev: "done", ID: id, Status: status, Error: e})
+}
+
+// interrupt is a SIGINT from the manager (to the bridge's process group).
+// A kernel with interrupt_mode "signal" is in that group and got it too; one
+// with "message" gets an interrupt_request. A kernel that had not begun the
+// request yet (it ignores SIGINT while idle) gets it when it says busy.
+func (b *bridge) interrupt() {
+	b.mu.Lock()
+	e := b.cur
+	if e == nil {
+		b.mu.Unlock()
+		return
+	}
+	e.interrupted = true
+	if !e.busy {
+		e.pendingInterrupt = true
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	if b.cfg.InterruptMode == "message" {
+		b.sendInterrupt()
+	}
+}
+
+// deliverInterrupt interrupts the kernel itself: an interrupt that came
+// before the kernel began the execution.
+func (b *bridge) deliverInterrupt() {
+	if b.cfg.InterruptMode == "message" {
+		b.sendInterrupt()
+		return
+	}
+	b.kernel.interrupt()
+}
+
+func (b *bridge) sendInterrupt() {
+	m, err := b.sess.New("interrupt_request", nil, map[string]any{})
+	if err == nil {
+		_ = b.sock.Control.Send(m)
+	}
+}
+
+// input is the manager's answer to an input event.
+func (b *bridge) input(req *request) {
+	b.mu.Lock()
+	e := b.cur
+	var ask *jupyter.Message
+	if e != nil && e.id == req.ID && e.asking != nil {
+		ask, e.asking = e.asking, nil
+	}
+	b.mu.Unlock()
+	if ask == nil {
+		return // the execution ended meanwhile (interrupted)
+	}
+	b.inputReply(ask, req.Value) // end of file: Jupyter has none; an empty line
+}
+
+func (b *bridge) inputReply(ask *jupyter.Message, value string) {
+	m, err := b.sess.New("input_reply", ask, map[string]any{"value": value})
+	if err == nil {
+		_ = b.sock.Stdin.Send(m)
+	}
+}
+
+// stdinLoop answers the kernel's input requests: from the request's
+// stdin first, then by asking the manager when the client may be asked;
+// otherwise with an empty line (Jupyter has no end of file).
+func (b *bridge) stdinLoop() {
+	for {
+		m, err := b.sock.Stdin.Recv()
+		if err != nil {
+			if !b.recvFailed("stdin", err) {
+				return
+			}
+			continue
+		}
+		if m.Header.MsgType != "input_request" {
+			continue
+		}
+		var c struct {
+			Prompt   any `json:"prompt"`
+			Password any `json:"password"`
+		}
+		_ = json.Unmarshal(m.Content, &c)
+		parent := m.ParentHeader().MsgID
+		b.w.mu.Lock()
+		b.mu.Lock()
+		e := b.cur
+		switch {
+		case e == nil || e.msgID != parent || e.asking != nil:
+			b.mu.Unlock()
+			b.w.mu.Unlock()
+			b.inputReply(m, "")
+		case e.stdin != "":
+			line, rest, _ := strings.Cut(e.stdin, "\n")
+			e.stdin = rest
+			b.mu.Unlock()
+			b.w.mu.Unlock()
+			b.inputReply(m, line)
+		case e.allow:
+			e.asking = m
+			b.mu.Unlock()
+			password, _ := c.Password.(bool)
+			b.w.eventLocked(&event{Ev: "input", ID: e.id, Prompt: boundText(str2(c.Prompt), 64<<10), Password: password})
+			b.w.mu.Unlock()
+		default:
+			b.mu.Unlock()
+			b.w.mu.Unlock()
+			b.inputReply(m, "")
+		}
+	}
+}
+
+// call sends a request whose reply the manager waits for.
+func (b *bridge) call(req *request, msgType string, content map[string]any) {
+	m, err := b.sess.New(msgType, nil, content)
+	if err != nil {
+		b.w.send(&event{Ev: "reply", ID: req.ID, Error: err.Error()})
+		return
+	}
+	b.mu.Lock()
+	if len(b.pending) >= maxPending {
+		b.mu.Unlock()
+		b.w.send(&event{Ev: "reply", ID: req.ID, Error: fmt.Sprintf("%d requests already wait for the kernel", maxPending)})
+		return
+	}
+	b.pending[m.Header.MsgID] = pendingRequest{op: req.Op, id: req.ID}
+	b.mu.Unlock()
+	if err := b.sock.Shell.Send(m); err != nil {
+		b.mu.Lock()
+		delete(b.pending, m.Header.MsgID)
+		b.mu.Unlock()
+		b.w.send(&event{Ev: "reply", ID: req.ID, Error: "send " + msgType + ": " + err.Error()})
+	}
+}
+
+// shellLoop takes the kernel's replies.
+func (b *bridge) shellLoop() {
+	for {
+		m, err := b.sock.Shell.Recv()
+		if err != nil {
+			if !b.recvFailed("shell", err) {
+				return
+			}
+			continue
+		}
+		parent := m.ParentHeader().MsgID
+		if m.Header.MsgType == "execute_reply" {
+			b.executeReply(m, parent)
+			continue
+		}
+		b.mu.Lock()
+		p, ok := b.pending[parent]
+		if ok {
+			delete(b.pending, parent)
+		}
+		b.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if p.reply != nil {
+			select {
+			case p.reply <- m:
+			default:
+			}
+			continue
+		}
+		result, err := replyResult(p.op, m)
+		ev := &event{Ev: "reply", ID: p.id, Result: result}
+		if err != nil {
+			ev = &event{Ev: "reply", ID: p.id, Error: err.Error()}
+		}
+		b.w.send(ev)
+	}
+}
+
+// replyResult is a kernel's reply to complete, inspect or is_complete as
+// PROTOCOL.md §4 gives the result.
+func replyResult(op string, m *jupyter.Message) (any, error) {
+	var status struct {
+		Status string `json:"status"`
+		Ename  any    `json:"ename"`
+		Evalue any    `json:"evalue"`
+	}
+	if err := json.Unmarshal(m.Content, &status); err != nil {
+		return nil, fmt.Errorf("the kernel's %s: %v", m.Header.MsgType, err)
+	}
+	want := map[string]string{"complete": "complete_reply", "inspect": "inspect_reply", "isComplete": "is_complete_reply"}[op]
+	if m.Header.MsgType != want {
+		return nil, fmt.Errorf("the kernel answered %s with %s", op, boundText(m.Header.MsgType, 100))
+	}
+	if status.Status != "ok" && !(op == "isComplete" && status.Status != "error") {
+		return nil, fmt.Errorf("the kernel's %s says %s: %s %s", want, boundText(status.Status, 100), boundText(str2(status.Ename), 1000), boundText(str2(status.Evalue), 1000))
+	}
+	switch op {
+	case "complete":
+		var c struct {
+			Matches     []string `json:"matches"`
+			CursorStart int      `json:"cursor_start"`
+			CursorEnd   int      `json:"cursor_end"`
+		}
+		if err := json.Unmarshal(m.Content, &c); err != nil {
+			return nil, fmt.Errorf("the kernel's complete_reply: %v", err)
+		}
+		if c.Matches == nil {
+			c.Matches = []string{}
+		}
+		return map[string]any{"matches": c.Matches, "cursorStart": c.CursorStart, "cursorEnd": c.CursorEnd}, nil
+	case "inspect":
+		var c struct {
+			Found bool            `json:"found"`
+			Data  json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(m.Content, &c); err != nil {
+			return nil, fmt.Errorf("the kernel's inspect_reply: %v", err)
+		}
+		var data map[string]any
+		if !c.Found || json.Unmarshal(c.Data, &data) != nil || data == nil {
+			return map[string]any{"found": false}, nil
+		}
+		// IPython colours its text for a terminal; an editor shows it as is.
+		if s, ok := data["text/plain"].(string); ok {
+			data["text/plain"] = plain(s)
+		}
+		return map[string]any{"found": true, "data": data}, nil
+	default: // isComplete
+		var c struct {
+			Indent any `json:"indent"`
+		}
+		_ = json.Unmarshal(m.Content, &c)
+		res := map[string]any{"status": status.Status}
+		switch status.Status {
+		case "complete", "incomplete", "invalid", "unknown":
+		default:
+			res["status"] = "unknown"
+		}
+		if s, ok := c.Indent.(string); ok && status.Status == "incomplete" {
+			res["indent"] = boundText(s, 1000)
+		}
+		return res, nil
+	}
+}
+
+// executeReply records the execute_reply of the running execution.
+func (b *bridge) executeReply(m *jupyter.Message, parent string) {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	b.mu.Lock()
+	e := b.cur
+	if e == nil || e.msgID != parent || e.replied {
+		b.mu.Unlock()
+		return
+	}
+	e.replied, e.reply = true, m
+	if !e.idle {
+		// Wait for the idle, but not for ever (quietAfterReply).
+		e.quiet = time.AfterFunc(quietAfterReply, func() { b.quietEnd(e) })
+	}
+	end := e.idle
+	b.mu.Unlock()
+	if end {
+		b.finishLocked(e)
+	}
+}
+
+// quietEnd ends an execution whose idle never came, once iopub has been
+// quiet for quietAfterReply (an output being written to a slow manager
+// counts as activity until it is written).
+func (b *bridge) quietEnd(e *execution) {
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	b.mu.Lock()
+	if b.cur != e {
+		b.mu.Unlock()
+		return
+	}
+	if quiet := time.Since(b.lastIOPub); quiet < quietAfterReply {
+		e.quiet.Reset(quietAfterReply - quiet)
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.finishLocked(e)
+}
+
+// iopubLoop takes the kernel's output. An output of the running execution
+// is checked and written under the output lock, so that it precedes the
+// execution's done; stream text of any parent is written (a thread the
+// code started may print after its cell ended, as in Jupyter).
+func (b *bridge) iopubLoop(ctx context.Context) {
+	sock := b.sock.IOPub
+	for {
+		m, err := sock.Recv()
+		if err != nil {
+			if jupyter.TooLarge(err) {
+				if sock = b.redialIOPub(ctx, sock); sock == nil {
+					return
+				}
+				continue
+			}
+			if jupyter.Closed(err) {
+				return
+			}
+			continue
+		}
+		b.iopubOnce.Do(func() { close(b.iopubUp) })
+		b.iopub(m)
+	}
+}
+
+func (b *bridge) iopub(m *jupyter.Message) {
+	parent := m.ParentHeader().MsgID
+	b.w.mu.Lock()
+	defer b.w.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.lastIOPub = time.Now()
+		b.mu.Unlock()
+	}()
+	if m.Header.MsgType == "stream" {
+		var c struct {
+			Name string `json:"name"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil && (c.Name == "stdout" || c.Name == "stderr") {
+			b.w.streamLocked(c.Name, []byte(c.Text))
+		}
+		return
+	}
+	b.mu.Lock()
+	e := b.cur
+	if e == nil || e.msgID != parent {
+		b.mu.Unlock()
+		return
+	}
+	switch m.Header.MsgType {
+	case "status":
+		var c struct {
+			State string `json:"execution_state"`
+		}
+		_ = json.Unmarshal(m.Content, &c)
+		switch c.State {
+		case "busy":
+			deliver := !e.busy && e.pendingInterrupt
+			e.busy, e.pendingInterrupt = true, false
+			b.mu.Unlock()
+			if deliver {
+				b.deliverInterrupt()
+			}
+		case "idle":
+			e.idle = true
+			end := e.replied
+			b.mu.Unlock()
+			if end {
+				b.finishLocked(e)
+			}
+		default:
+			b.mu.Unlock()
+		}
+		return
+	}
+	b.mu.Unlock()
+	switch m.Header.MsgType {
+	case "display_data", "update_display_data", "execute_result":
+		var c struct {
+			Data      json.RawMessage `json:"data"`
+			Metadata  json.RawMessage `json:"metadata"`
+			Transient struct {
+				DisplayID any `json:"display_id"`
+			} `json:"transient"`
+		}
+		if json.Unmarshal(m.Content, &c) != nil || !isObject(c.Data) {
+			return
+		}
+		if !isObject(c.Metadata) {
+			c.Metadata = json.RawMessage("{}")
+		}
+		ev := &event{Ev: "display", ID: e.id, Data: c.Data, Metadata: c.Metadata}
+		switch m.Header.MsgType {
+		case "execute_result":
+			ev.Ev = "result"
+		case "update_display_data":
+			ev.Update = true
+			if ev.DisplayID = str2(c.Transient.DisplayID); ev.DisplayID == "" {
+				return // an update of no display
+			}
+		default:
+			ev.DisplayID = str2(c.Transient.DisplayID)
+		}
+		b.w.eventLocked(ev)
+	case "clear_output":
+		var c struct {
+			Wait bool `json:"wait"`
+		}
+		_ = json.Unmarshal(m.Content, &c)
+		b.w.eventLocked(&event{Ev: "clear", ID: e.id, Wait: c.Wait})
+	case "error":
+		if e.err != nil {
+			return // one error output an execution
+		}
+		ee := parseError(m.Content)
+		b.mu.Lock()
+		e.err = ee
+		b.mu.Unlock()
+		b.w.eventLocked(&event{Ev: "error", ID: e.id, Ename: ee.Ename, Evalue: ee.Evalue, Traceback: ee.Traceback})
+	}
+}
+
+// finishLocked ends e (wire.mu held): an error output when the kernel
+// failed without one, then done.
+func (b *bridge) finishLocked(e *execution) {
+	b.mu.Lock()
+	if b.cur != e {
+		b.mu.Unlock()
+		return
+	}
+	b.cur = nil
+	if e.quiet != nil {
+		e.quiet.Stop()
+	}
+	if e.asking != nil {
+		ask := e.asking
+		e.asking = nil
+		defer b.inputReply(ask, "")
+	}
+	b.mu.Unlock()
+
+	var c struct {
+		Status string `json:"status"`
+	}
+	var replyErr *execError
+	if e.reply != nil {
+		_ = json.Unmarshal(e.reply.Content, &c)
+		replyErr = parseError(e.reply.Content)
+	}
+	status := "ok"
+	switch c.Status {
+	case "ok":
+	case "error":
+		status = "error"
+		if e.interrupted || replyErr.Ename == "KeyboardInterrupt" || e.err != nil && e.err.Ename == "KeyboardInterrupt" {
+			status = "interrupted"
+		}
+	default: // aborted (IRkernel says abort when interrupted), or anything else
+		status = "error"
+		if e.interrupted {
+			status = "interrupted"
+		}
+	}
+	if e.reply == nil { // the idle came, the reply did not in time
+		status = "error"
+		replyErr = &execError{Ename: "BridgeError", Evalue: "the kernel sent no execute_reply"}
+	}
+	done := &event{Ev: "done", ID: e.id, Status: status}
+	if cpu := kernelCPU(b.kernel.pid); cpu >= 0 && e.cpu >= 0 {
+		ms := float64(cpu-e.cpu) / float64(time.Millisecond)
+		done.CPUMs = &ms
+	}
+	done.PeakMemoryBytes = kernelPeakRSS(b.kernel.pid)
+	if status != "ok" {
+		if e.err == nil {
+			ee := replyErr
+			switch {
+			case status == "interrupted" && ee.Ename == "":
+				ee = &execError{Ename: "KeyboardInterrupt", Evalue: "the execution was interrupted", Traceback: []string{}}
+			case ee.Ename == "":
+				ee = &execError{Ename: "Error", Evalue: fmt.Sprintf("the kernel ended the execution with status %q", boundText(c.Status, 100)), Traceback: []string{}}
+			}
+			e.err = ee
+			b.w.eventLocked(&event{Ev: "error", ID: e.id, Ename: ee.Ename, Evalue: ee.Evalue, Traceback: ee.Traceback})
+		}
+		done.Error = e.err
+	}
+	b.w.eventLocked(done)
+}
+
+// parseError reads ename, evalue and traceback of an error message or an
+// execute_reply, as plain text: ANSI colours stripped, one line an entry.
+func parseError(content []byte) *execError {
+	var c struct {
+		Ename     any   `json:"ename"`
+		Evalue    any   `json:"evalue"`
+		Traceback []any `json:"traceback"`
+	}
+	_ = json.Unmarshal(content, &c)
+	e := &execError{Ename: plain(str2(c.Ename)), Evalue: plain(str2(c.Evalue)), Traceback: []string{}}
+	for _, t := range c.Traceback {
+		s, ok := t.(string)
+		if !ok {
+			continue
+		}
+		e.Traceback = append(e.Traceback, strings.Split(strings.TrimRight(plain(s), "\n"), "\n")...)
+	}
+	return e
+}
+
+// ansi matches the terminal escapes Jupyter kernels colour tracebacks with:
+// CSI sequences and OSC strings.
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]`)
+
+func plain(s string) string {
+	if strings.IndexByte(s, 0x1b) < 0 {
+		return s
+	}
+	return ansi.ReplaceAllString(s, "")
+}
+
+// str2 is v if it is a string, else "".
+func str2(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// boundText cuts s to at most n bytes, on a UTF-8 boundary.
+func boundText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}

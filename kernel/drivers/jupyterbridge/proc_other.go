@@ -1,0 +1,19 @@
+//go:build !linux
+
+package jupyterbridge
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+func sysProcAttr(ownGroup bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: ownGroup}
+}
+
+func kernelCPU(int) time.Duration { return -1 }
+
+func kernelPeakRSS(int) int64 { return 0 }
+
+func dieOf(sig syscall.Signal) { os.Exit(128 + int(sig)) }
