@@ -344,15 +344,17 @@ func replyResult(op string, m *jupyter.Message) (any, error) {
 		if err := json.Unmarshal(m.Content, &c); err != nil {
 			return nil, fmt.Errorf("the kernel's inspect_reply: %v", err)
 		}
-		var data map[string]any
-		if !c.Found || json.Unmarshal(c.Data, &data) != nil || data == nil {
+		data, ok := cleanBundle(c.Data)
+		if !c.Found || !ok {
 			return map[string]any{"found": false}, nil
 		}
 		// IPython colours its text for a terminal; an editor shows it as is.
-		if s, ok := data["text/plain"].(string); ok {
-			data["text/plain"] = plain(s)
+		var bundle map[string]any
+		_ = json.Unmarshal(data, &bundle)
+		if s, ok := bundle["text/plain"].(string); ok {
+			bundle["text/plain"] = plain(s)
 		}
-		return map[string]any{"found": true, "data": data}, nil
+		return map[string]any{"found": true, "data": bundle}, nil
 	default: // isComplete
 		var c struct {
 			Indent any `json:"indent"`
@@ -499,9 +501,14 @@ func (b *bridge) iopub(m *jupyter.Message) {
 				DisplayID any `json:"display_id"`
 			} `json:"transient"`
 		}
-		if json.Unmarshal(m.Content, &c) != nil || !isObject(c.Data) {
+		if json.Unmarshal(m.Content, &c) != nil {
 			return
 		}
+		data, ok := cleanBundle(c.Data)
+		if !ok {
+			return
+		}
+		c.Data = data
 		if !isObject(c.Metadata) {
 			c.Metadata = json.RawMessage("{}")
 		}
@@ -647,6 +654,43 @@ func boundText(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "")
+}
+
+// cleanBundle is a MimeBundle as the driver contract carries it: a JSON
+// object whose values are strings, but for JSON types (application/json,
+// */*+json), whose values are any JSON. A list of strings (nbformat's
+// multi-line form) is joined; other values are dropped. ok is false when raw
+// is not an object.
+func cleanBundle(raw json.RawMessage) (json.RawMessage, bool) {
+	if !isObject(raw) {
+		return nil, false
+	}
+	var in map[string]json.RawMessage
+	if json.Unmarshal(raw, &in) != nil {
+		return nil, false
+	}
+	clean := true
+	for k, v := range in {
+		if isJSONType(k) || len(v) > 0 && v[0] == '"' {
+			continue
+		}
+		clean = false
+		var lines []string
+		if len(v) > 0 && v[0] == '[' && json.Unmarshal(v, &lines) == nil {
+			in[k], _ = json.Marshal(strings.Join(lines, ""))
+		} else {
+			delete(in, k)
+		}
+	}
+	if clean {
+		return raw, true
+	}
+	out, err := json.Marshal(in)
+	return out, err == nil
+}
+
+func isJSONType(mime string) bool {
+	return mime == "application/json" || strings.HasSuffix(mime, "+json")
 }
 
 // isObject reports whether raw is a JSON object.

@@ -110,7 +110,9 @@ func (k *kernelProc) waitOutput(d time.Duration) {
 
 // interrupt sends the kernel SIGINT.
 func (k *kernelProc) interrupt() {
-	_ = syscall.Kill(k.pid, syscall.SIGINT)
+	if k.pid > 0 { // never a process group, or every process
+		_ = syscall.Kill(k.pid, syscall.SIGINT)
+	}
 }
 
 // kill ends the kernel (and its process group, when it has its own) and
