@@ -8,7 +8,16 @@
 # 100 idle cellbox kernels with the daemon's own RSS. Prints one table of
 # figures, ratios and aims, then the raw numbers.
 #
+# KERNEL_LANGUAGE=jupyter:python3 measures the Jupyter bridge's cost instead: the
+# kernelspec python3 (ipykernel) hosted in a cellbox sandbox (kernel/start
+# {language: "jupyter:python3"}) against the same kernel bare, through
+# jupyter_client: cold start to the first result, the `1+1` round trip, the
+# flood and the interrupt, with the ratio hosted/bare (aim below 1.2x); no
+# memory step (bench/kernel/hosted.go).
+#
 # Environment:
+#   KERNEL_LANGUAGE     python (the default), or jupyter:NAME of a Python
+#                       kernelspec NAME (not LANGUAGE: gettext reads that)
 #   N                   measured cold starts and floods per case (default 20)
 #   WARMUP              unmeasured cold starts and floods first (default 3)
 #   RTT                 measured round trips per side (default 1000)
@@ -42,6 +51,9 @@ CGO_ENABLED=0 go build -o "$bin/cellbox" ./cmd/cellbox
 CGO_ENABLED=0 go build -o "$bin/cellbox-kernel-bench" ./bench/kernel
 args=(-cellbox "$bin/cellbox" -python "$python" -n "${N:-20}" -warmup "${WARMUP:-3}" -rtt "${RTT:-1000}"
 	-interrupts "${INTERRUPTS:-30}" -kernels "${KERNELS:-100}" -settle "${SETTLE_MS:-10}ms")
+if [[ -n ${KERNEL_LANGUAGE:-} ]]; then
+	args+=(-language "$KERNEL_LANGUAGE")
+fi
 
 if [[ $(id -u) != 0 ]]; then
 	"$bin/cellbox-kernel-bench" "${args[@]}" -label "as $(id -un)"

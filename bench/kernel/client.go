@@ -110,9 +110,10 @@ func (d *daemon) close() {
 // async), so every kernel/output of an execution has been counted when
 // that execution's response is read.
 type client struct {
-	conn jsonrpc2.Conn
-	mu   sync.Mutex
-	ks   map[string]*ktrack
+	conn     jsonrpc2.Conn
+	mu       sync.Mutex
+	ks       map[string]*ktrack
+	language string // of the kernels it starts; empty: python
 }
 
 // ktrack is what the notifications said about one kernel.
@@ -204,8 +205,12 @@ func (c *client) call(method string, params, result any) error {
 }
 
 func (c *client) startKernel(workspaceID string) (protocol.KernelStartResult, error) {
+	lang := c.language
+	if lang == "" {
+		lang = "python"
+	}
 	var res protocol.KernelStartResult
-	err := c.call(protocol.MethodKernelStart, protocol.KernelStartParams{Language: "python", WorkspaceID: workspaceID}, &res)
+	err := c.call(protocol.MethodKernelStart, protocol.KernelStartParams{Language: lang, WorkspaceID: workspaceID}, &res)
 	return res, err
 }
 

@@ -24,6 +24,7 @@ var jupyterSide string
 // jupyter is the running jupyter_side.py: one JSON command a line in, one
 // JSON answer a line out.
 type jupyter struct {
+	kernel string // the kernelspec it starts; empty: python3
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Reader
@@ -74,6 +75,9 @@ func startJupyter(python, base string) (*jupyter, error) {
 
 // do sends one command and decodes its answer into ans (nil: ignored).
 func (j *jupyter) do(cmd map[string]any, ans any) error {
+	if _, ok := cmd["kernel"]; !ok && j.kernel != "" {
+		cmd["kernel"] = j.kernel
+	}
 	b, err := json.Marshal(cmd)
 	if err != nil {
 		return err

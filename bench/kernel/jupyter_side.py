@@ -5,7 +5,8 @@
 # answer a line on stdout, so the two sides run interleaved in one run.
 #
 # Every figure is taken as a Jupyter client sees it, through jupyter_client's
-# KernelManager and BlockingKernelClient (kernel_name python3, ipykernel),
+# KernelManager and BlockingKernelClient (kernel_name python3, ipykernel, or
+# the command's "kernel"),
 # timed with time.perf_counter_ns() in this process:
 #   cold       KernelManager + start_kernel + start_channels, to the first
 #              kernel_info reply, then (after kernel_info "nudges" until
@@ -102,8 +103,8 @@ def connect_iopub(kc, deadline):
         shell_reply(kc, kc.kernel_info(), deadline)
 
 
-def launch():
-    km = KernelManager(kernel_name="python3")
+def launch(kernel="python3"):
+    km = KernelManager(kernel_name=kernel)
     # The kernel's stderr is ours, which the Go side shows when something fails.
     km.start_kernel(stdout=subprocess.DEVNULL)
     kc = km.client()
@@ -115,7 +116,7 @@ def op_cold(cmd):
     if cmd["k"] in kernels:  # left by a failed run
         op_shutdown(cmd)
     t0 = now()
-    km, kc = launch()
+    km, kc = launch(cmd.get("kernel", "python3"))
     kernels[cmd["k"]] = (km, kc)
     deadline = time.monotonic() + 60
     msg_id = kc.kernel_info()
@@ -152,7 +153,7 @@ def op_cold(cmd):
 
 
 def op_start(cmd):
-    km, kc = launch()
+    km, kc = launch(cmd.get("kernel", "python3"))
     kernels[cmd["k"]] = (km, kc)
     kc.wait_for_ready(timeout=60)
     connect_iopub(kc, time.monotonic() + 60)

@@ -45,6 +45,7 @@ func main() {
 
 type options struct {
 	cellbox, python, label string
+	language               string // python, or jupyter:NAME (hosted.go)
 	n, warmup, rtt         int
 	interrupts, kernels    int
 	settle                 time.Duration
@@ -71,6 +72,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.settle, "settle", 10*time.Millisecond, "how long `while True: pass` runs after its busy status before the interrupt")
 	fs.BoolVar(&o.shared, "shared", true, "also start -kernels kernels in one workspace")
 	fs.StringVar(&o.label, "label", "", "`text` naming this run in the output")
+	fs.StringVar(&o.language, "language", "python", "the cellbox `language` measured: python, or jupyter:NAME, a Python kernelspec NAME hosted in a cellbox sandbox, measured against the same kernel bare (hosted.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,20 +97,23 @@ func run(args []string, stdout io.Writer) error {
 		return fmt.Errorf("start cellbox: %w", err)
 	}
 	defer func() { b.d.close() }() // the memory step replaces b.d
-	for _, l := range b.d.caps.Languages {
-		if l.ID == "python" && !l.Available {
-			return fmt.Errorf("cellbox has no python: %s", l.Reason)
-		}
+	b.d.c.language = o.language
+	if err := b.checkLanguage(); err != nil {
+		return err
 	}
 	if b.j, err = startJupyter(o.python, base); err != nil {
 		return fmt.Errorf("start the jupyter side: %w", err)
 	}
 	defer b.j.close()
+	b.j.kernel = b.bareKernel()
 	if err := b.j.do(map[string]any{"op": "versions"}, &b.jv); err != nil {
 		return err
 	}
 
 	b.loadStart = loadAvg()
+	if b.hosted() {
+		return b.runHosted(stdout)
+	}
 	steps := []struct {
 		what string
 		f    func() error
