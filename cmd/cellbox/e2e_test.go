@@ -362,6 +362,9 @@ func TestStdioMissingInterpreter(t *testing.T) {
 	c := newClient(headerStream(stdout, stdin))
 	res := c.initialize(t)
 	for _, l := range res.Capabilities.Languages {
+		if strings.HasPrefix(l.ID, "jupyter:") {
+			continue // a kernelspec's program is looked up on the sandbox's PATH, not the daemon's
+		}
 		if l.Available || !strings.Contains(l.Reason, "not found") {
 			t.Errorf("language %s with an empty PATH: %+v, want unavailable with the reason", l.ID, l)
 		}
