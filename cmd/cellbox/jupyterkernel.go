@@ -101,17 +101,22 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 		ClientInfo:   protocol.ClientInfo{Name: "cellbox-jupyter-kernel", Version: cellboxVersion()},
 		Capabilities: protocol.ClientCapabilities{InputRequest: true},
 		OnNotify: func(method string, params json.RawMessage) {
-			if method != protocol.MethodKernelOutput {
-				return
-			}
 			select {
 			case <-ready:
 			default:
-				return // output of no execution of ours
+				return // nothing of ours runs yet
 			}
-			var p protocol.KernelOutputParams
-			if json.Unmarshal(params, &p) == nil {
-				srv.Output(p)
+			switch method {
+			case protocol.MethodKernelOutput:
+				var p protocol.KernelOutputParams
+				if json.Unmarshal(params, &p) == nil {
+					srv.Output(p)
+				}
+			case protocol.MethodKernelStatus:
+				var p protocol.KernelStatusParams
+				if json.Unmarshal(params, &p) == nil {
+					srv.Status(p)
+				}
 			}
 		},
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {

@@ -492,8 +492,30 @@ const interruptedError = () => ({
 
 let cur = null; // the running execution
 
+// The manager's SIGINT goes through the sandbox's helper, so its `interrupt` request can come
+// first and end a waiting cell before the signal lands. The next execute then waits for that
+// signal (up to sigintWaitMs, as it can be lost), so it cannot interrupt the next cell.
+let sigints = 0; // SIGINTs the listener saw
+let sigintDue = null; // {next, release} while a SIGINT is on its way
+const sigintWaitMs = 500;
+
+function awaitSigint() {
+  const due = sigintDue = {
+    next: null,
+    release() {
+      clearTimeout(timer);
+      if (sigintDue !== due) return;
+      sigintDue = null;
+      if (due.next) execute(due.next);
+    },
+  };
+  const timer = setTimeout(() => due.release(), sigintWaitMs);
+}
+
 function execute(req) {
+  if (sigintDue) { sigintDue.next = req; return; }
   const ex = cur = {
+    sigints,
     id: req.id, silent: !!req.silent, stdin: typeof req.stdin === 'string' ? req.stdin : '',
     allowStdin: !!req.allowStdin, cpu: process.cpuUsage(), ended: false,
     inputs: [], inputChain: Promise.resolve(),
@@ -560,12 +582,18 @@ function background(e, prefix) {
 
 // SIGINT while runInThisContext runs is taken by its breakOnSigint (node then restores the
 // listener below). Once the cell awaits, its code runs from callbacks and microtasks that no vm
-// option covers: the listener ends a waiting cell "interrupted" (its promise is abandoned), but
-// code that stays busy after an await never lets it run. Idle, the listener does nothing.
+// option covers: the `interrupt` request that comes with every SIGINT ends a waiting cell
+// "interrupted" (its promise is abandoned); code that stays busy after an await never lets it
+// be read. The listener itself only keeps node from exiting: it cannot tell which execution its
+// signal was for, and when the request has already ended the cell, the manager's next execute
+// can be read before it runs, which it would then end.
 const listeners = {
   uncaughtException: (e) => background(e, 'Uncaught '),
   unhandledRejection: (e) => background(e, 'Uncaught (in promise) '),
-  SIGINT: () => { if (cur && !cur.ended) finish(cur, 'interrupted'); },
+  SIGINT: () => {
+    sigints++;
+    if (sigintDue) sigintDue.release();
+  },
 };
 // (again after each execution, in case the code removed them)
 function listen() {
@@ -795,7 +823,10 @@ function handle(line) {
   if (req.op === 'interrupt') {
     // sent with SIGINT, which node can lose (see the SIGINT listener): ends the execution it
     // names if it still waits, like the listener; a busy one was stopped by the SIGINT.
-    if (cur && cur.id === req.id && !cur.ended) finish(cur, 'interrupted');
+    if (cur && cur.id === req.id && !cur.ended) {
+      if (sigints === cur.sigints) awaitSigint();
+      finish(cur, 'interrupted');
+    }
     return;
   }
   if (req.op === 'input') {

@@ -889,7 +889,9 @@ def pinfo(name, detail):
             print(f"Object `{name}` not found.")
             return
         text = info_text(name, obj, detail)
-    display({"text/plain": text}, raw=True)
+    # Jupyter shows help in its pager: the metadata marks it for cellbox jupyter-kernel, which
+    # sends it as the execute_reply's page payload.
+    display({"text/plain": text}, raw=True, metadata={"cellbox.page": True})
 
 
 PREVIOUS_DIR = None

@@ -69,6 +69,14 @@ type execution struct {
 	id         string // the executionId given to kernel/execute
 	allowStdin bool
 	errorSent  bool
+	// started is closed when the daemon has begun running it (its busy
+	// status, or its first output): execute_input is published then, and
+	// an interrupt waits for it, so it cannot reach the daemon before the
+	// execution does and be lost.
+	started   chan struct{}
+	isStarted bool
+	code      string
+	count     int // execute_input's execution_count; 0: silent
 	payload    []map[string]any // pager payloads
 
 	name  protocol.StreamName // buffered stream text and its stream
@@ -162,19 +170,18 @@ func (s *Server) serveShell(ctx context.Context) {
 			return
 		case m := <-s.shell:
 			s.publish(m, "status", map[string]string{"execution_state": "busy"})
-			failed := s.dispatch(ctx, m)
+			abort := s.dispatch(ctx, m)
 			s.publish(m, "status", map[string]string{"execution_state": "idle"})
-			if failed {
-				s.abortQueued(m)
-			}
+			s.abortQueued(abort)
 		}
 	}
 }
 
-// abortQueued answers the execute requests already queued behind a failed
-// one (stop_on_error) with status aborted, as ipykernel does.
-func (s *Server) abortQueued(after *Message) {
-	for {
+// abortQueued answers the first n requests queued behind a failed
+// execution (stop_on_error), those that were queued when it ended: execute
+// requests with status aborted, as ipykernel does, others as usual.
+func (s *Server) abortQueued(n int) {
+	for ; n > 0; n-- {
 		select {
 		case m := <-s.shell:
 			s.publish(m, "status", map[string]string{"execution_state": "busy"})
@@ -190,9 +197,9 @@ func (s *Server) abortQueued(after *Message) {
 	}
 }
 
-// dispatch handles one shell request; it reports whether it was an
-// execution that failed with stop_on_error.
-func (s *Server) dispatch(ctx context.Context, m *Message) (failedStop bool) {
+// dispatch handles one shell request; for an execution that failed with
+// stop_on_error, it returns how many requests were queued behind it.
+func (s *Server) dispatch(ctx context.Context, m *Message) (abort int) {
 	switch m.Header.MsgType {
 	case "execute_request":
 		return s.execute(ctx, m)
@@ -215,14 +222,13 @@ func (s *Server) dispatch(ctx context.Context, m *Message) (failedStop bool) {
 	default:
 		s.o.Logger.Info("unknown shell message", "msg_type", m.Header.MsgType)
 	}
-	return false
+	return 0
 }
 
 func (s *Server) control(ctx context.Context, m *Message) {
 	switch m.Header.MsgType {
 	case "interrupt_request":
-		err := s.o.Caller.Call(ctx, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: s.o.KernelID}, nil)
-		s.replyOn(s.o.Sockets.Control, m, "interrupt_reply", statusOf(err))
+		s.replyOn(s.o.Sockets.Control, m, "interrupt_reply", statusOf(s.Interrupt(ctx)))
 	case "shutdown_request":
 		s.shutdown(ctx, m, s.o.Sockets.Control)
 	case "kernel_info_request":
@@ -236,6 +242,16 @@ func (s *Server) control(ctx context.Context, m *Message) {
 // Interrupt interrupts the running code (a SIGINT sent to the kernel
 // process, Jupyter's signal interrupt mode).
 func (s *Server) Interrupt(ctx context.Context) error {
+	s.mu.Lock()
+	e := s.cur
+	s.mu.Unlock()
+	if e != nil { // sent, maybe not yet begun: the interrupt must come after it
+		select {
+		case <-e.started:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return s.o.Caller.Call(ctx, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: s.o.KernelID}, nil)
 }
 
@@ -298,27 +314,23 @@ type executeRequest struct {
 	StopOnError  *bool  `json:"stop_on_error"`
 }
 
-func (s *Server) execute(ctx context.Context, m *Message) (failedStop bool) {
+func (s *Server) execute(ctx context.Context, m *Message) (abort int) {
 	var c executeRequest
 	if err := json.Unmarshal(m.Content, &c); err != nil {
 		s.reply(m, "execute_reply", errorContent("BadRequest", "execute_request content: "+err.Error()))
-		return false
+		return 0
 	}
 	store := !c.Silent
 	if c.StoreHistory != nil {
 		store = *c.StoreHistory && !c.Silent
 	}
-	e := &execution{req: m, id: NewID(), allowStdin: c.AllowStdin == nil || *c.AllowStdin}
+	e := &execution{req: m, id: NewID(), allowStdin: c.AllowStdin == nil || *c.AllowStdin, started: make(chan struct{}), code: c.Code}
 	s.mu.Lock()
-	predicted := s.count
 	if !c.Silent {
-		predicted++
+		e.count = s.count + 1
 	}
 	s.cur = e
 	s.mu.Unlock()
-	if !c.Silent {
-		s.publish(m, "execute_input", map[string]any{"code": c.Code, "execution_count": predicted})
-	}
 	noStop := false
 	var res protocol.ExecuteResult
 	err := s.o.Caller.Call(ctx, protocol.MethodKernelExecute, protocol.KernelExecuteParams{
@@ -327,6 +339,7 @@ func (s *Server) execute(ctx context.Context, m *Message) (failedStop bool) {
 	}, &res)
 
 	s.mu.Lock()
+	s.startLocked(e) // if it never started (the kernel was dead)
 	s.flushLocked(e)
 	s.cur = nil
 	if err == nil && !c.Silent && res.ExecutionCount > 0 {
@@ -366,8 +379,11 @@ func (s *Server) execute(ctx context.Context, m *Message) (failedStop bool) {
 		}
 		content["status"], content["ename"], content["evalue"], content["traceback"] = "error", ee.Ename, ee.Evalue, tb
 	}
+	if ee != nil && (c.StopOnError == nil || *c.StopOnError) {
+		abort = len(s.shell) // before the reply: what the client sends after it runs
+	}
 	s.reply(m, "execute_reply", content)
-	return ee != nil && (c.StopOnError == nil || *c.StopOnError)
+	return abort
 }
 
 // Output turns one of the kernel's kernel/output notifications into iopub
@@ -377,8 +393,10 @@ func (s *Server) Output(p protocol.KernelOutputParams) {
 	defer s.mu.Unlock()
 	e := s.cur
 	if e == nil || p.ExecutionID != e.id {
+		s.o.Logger.Debug("output of no execution of this kernel's client", "execution", p.ExecutionID, "kind", p.Kind)
 		return
 	}
+	s.startLocked(e)
 	if p.Kind == protocol.OutputKindStream {
 		if e.text.Len() > 0 && e.name != p.Name {
 			s.flushLocked(e)
@@ -437,6 +455,32 @@ func (s *Server) Output(p protocol.KernelOutputParams) {
 		}
 	case protocol.OutputKindClear:
 		s.publish(e.req, "clear_output", map[string]any{"wait": p.Wait})
+	}
+}
+
+// Status takes the kernel's kernel/status notifications: busy means the
+// daemon has begun the execution this server sent (it sends one at a time).
+func (s *Server) Status(p protocol.KernelStatusParams) {
+	if p.KernelID != s.o.KernelID || p.State != protocol.KernelStateBusy {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		s.startLocked(s.cur)
+	}
+}
+
+// startLocked marks e begun and publishes its execute_input (s.mu held),
+// before any of its output.
+func (s *Server) startLocked(e *execution) {
+	if e.isStarted {
+		return
+	}
+	e.isStarted = true
+	close(e.started)
+	if e.count > 0 {
+		s.publish(e.req, "execute_input", map[string]any{"code": e.code, "execution_count": e.count})
 	}
 }
 

@@ -1,0 +1,182 @@
+"""cellbox's kernelspecs under Jupyter's own kernel test suite.
+
+jupyter_kernel_test (Debian's python3-jupyter-kernel-test) drives each
+cellbox-LANGUAGE kernelspec through jupyter_client, as JupyterLab does, and
+validates every message against the message spec. ProtocolChecks adds the
+checks of runtimed's kernel test bed: heartbeat, parent headers, stdin,
+interrupt and shutdown. Run by cmd/cellbox/jupyter_clients_e2e_test.go with
+JUPYTER_DATA_DIR holding the kernelspecs `cellbox jupyter install` wrote.
+"""
+
+import os
+import time
+import unittest
+
+import jupyter_kernel_test as jkt
+from jupyter_client.manager import start_new_kernel
+
+TIMEOUT = 60
+
+
+class ProtocolChecks:
+    code_input = ""  # reads a line and prints "got " + it
+    code_sleep = ""  # prints "started", then runs for a minute unless interrupted
+
+    def collect(self, msg_id):
+        """The iopub messages of msg_id, busy to idle."""
+        out = []
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=TIMEOUT)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            out.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return out
+
+    def test_heartbeat(self):
+        self.assertTrue(self.kc.hb_channel.is_alive())
+        deadline = time.monotonic() + TIMEOUT
+        while not self.kc.hb_channel.is_beating():
+            self.assertLess(time.monotonic(), deadline, "no heartbeat")
+            time.sleep(0.05)
+
+    def test_parent_headers(self):
+        self.flush_channels()
+        msg_id = self.kc.execute(self.code_hello_world)
+        reply = self.kc.get_shell_msg(timeout=TIMEOUT)
+        self.assertEqual(reply["parent_header"]["msg_id"], msg_id)
+        self.assertEqual(reply["parent_header"]["msg_type"], "execute_request")
+        msgs = self.collect(msg_id)
+        self.assertEqual(msgs[0]["msg_type"], "status")
+        self.assertEqual(msgs[0]["content"]["execution_state"], "busy")
+        types = [m["msg_type"] for m in msgs]
+        self.assertIn("execute_input", types)
+        self.assertIn("stream", types)
+        for m in msgs:
+            self.assertEqual(m["parent_header"]["session"], self.kc.session.session)
+
+    def test_stdin(self):
+        if not self.code_input:
+            raise unittest.SkipTest("no input sample")
+        self.flush_channels()
+        msg_id = self.kc.execute(self.code_input, allow_stdin=True)
+        req = self.kc.get_stdin_msg(timeout=TIMEOUT)
+        self.assertEqual(req["msg_type"], "input_request")
+        self.assertEqual(req["parent_header"]["msg_id"], msg_id)
+        self.kc.input("cellbox")
+        reply = self.kc.get_shell_msg(timeout=TIMEOUT)
+        self.assertEqual(reply["content"]["status"], "ok")
+        text = "".join(m["content"].get("text", "") for m in self.collect(msg_id) if m["msg_type"] == "stream")
+        self.assertIn("got cellbox", text)
+
+    def test_interrupt(self):
+        if not self.code_sleep:
+            raise unittest.SkipTest("no sleep sample")
+        self.flush_channels()
+        started = time.monotonic()
+        msg_id = self.kc.execute(self.code_sleep)
+        while True:  # the code runs: its first line printed
+            msg = self.kc.get_iopub_msg(timeout=TIMEOUT)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
+                    and "started" in msg["content"]["text"]:
+                break
+        self.km.interrupt_kernel()
+        reply = self.kc.get_shell_msg(timeout=TIMEOUT)
+        self.assertEqual(reply["parent_header"]["msg_id"], msg_id)
+        self.assertEqual(reply["content"]["status"], "error")
+        self.assertLess(time.monotonic() - started, 50, "the interrupt did not stop the code")
+        errors = [m for m in self.collect(msg_id) if m["msg_type"] == "error"]
+        self.assertEqual(len(errors), 1, "exactly one error message")
+        # The kernel lives on.
+        reply, out = self.execute_helper(self.code_hello_world)
+        self.assertEqual(reply["content"]["status"], "ok", reply["content"])
+
+    def test_shutdown(self):
+        km, kc = start_new_kernel(kernel_name=self.kernel_name)
+        try:
+            reply, _ = self.execute_helper_on(kc, self.code_hello_world)
+            self.assertEqual(reply["content"]["status"], "ok")
+            msg_id = kc.shutdown()  # on the control channel
+            reply = kc.get_control_msg(timeout=TIMEOUT)
+            self.assertEqual(reply["msg_type"], "shutdown_reply")
+            self.assertEqual(reply["parent_header"]["msg_id"], msg_id)
+            deadline = time.monotonic() + TIMEOUT
+            while km.is_alive():  # the kernel process exits by itself
+                self.assertLess(time.monotonic(), deadline, "the kernel did not exit after shutdown_request")
+                time.sleep(0.05)
+        finally:
+            kc.stop_channels()
+            if km.is_alive():
+                km.shutdown_kernel(now=True)
+
+    def execute_helper_on(self, kc, code):
+        msg_id = kc.execute(code)
+        reply = kc.get_shell_msg(timeout=TIMEOUT)
+        while True:
+            msg = kc.get_iopub_msg(timeout=TIMEOUT)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status" \
+                    and msg["content"]["execution_state"] == "idle":
+                break
+        return reply, msg_id
+
+
+class CellboxPython(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-python"
+    language_name = "python"
+    file_extension = ".py"
+    code_hello_world = "print('hello, world')"
+    code_stderr = "import sys; print('test', file=sys.stderr)"
+    completion_samples = [{"text": "zi", "matches": {"zip"}}]
+    complete_code_samples = ["1", "print('hello, world')", "def f(x):\n  return x*2\n\n"]
+    incomplete_code_samples = ["print('''hello", "def f(x):\n  x*2"]
+    invalid_code_samples = ["import = 7q"]
+    code_page_something = "print?"
+    code_generate_error = "raise ValueError('x')"
+    code_execute_result = [{"code": "1+2+3", "result": "6"}, {"code": "[n*n for n in range(1, 4)]", "result": "[1, 4, 9]"}]
+    code_display_data = [{"code": "from IPython.display import HTML, display; display(HTML('<b>test</b>'))", "mime": "text/html"}]
+    code_history_pattern = "1?2*"
+    supported_history_operations = ("tail", "search", "range")
+    code_inspect_sample = "zip"
+    code_clear_output = "from IPython.display import clear_output; clear_output()"
+    code_input = "print('got ' + input('name? '))"
+    code_sleep = "import time; print('started', flush=True); time.sleep(60)"
+
+
+class CellboxJavaScript(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-javascript"
+    language_name = "javascript"
+    file_extension = ".js"
+    code_hello_world = "console.log('hello, world')"
+    code_stderr = "console.error('test')"
+    completion_samples = [{"text": "Math.flo", "matches": {"floor"}}]  # members replace the name after the dot
+    complete_code_samples = ["1", "console.log('hello, world')"]
+    incomplete_code_samples = ["function f(x) {", "[1, 2,"]
+    code_generate_error = "throw new Error('x')"
+    code_execute_result = [{"code": "1+2+3", "result": "6"}, {"code": "'a' + 'b'", "result": "'ab'"}]
+    code_display_data = [{"code": "display({'text/html': '<b>test</b>'})", "mime": "text/html"}]
+    code_history_pattern = "1?2*"
+    supported_history_operations = ("tail", "search", "range")
+    code_inspect_sample = "Math"
+    code_clear_output = "display.clear()"
+    code_input = "console.log('got ' + await input('name? '))"
+    code_sleep = "console.log('started'); await new Promise(r => setTimeout(r, 60000))"
+
+
+class CellboxBash(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-bash"
+    language_name = "bash"
+    file_extension = ".sh"
+    code_hello_world = "echo 'hello, world'"
+    code_stderr = "echo test >&2"
+    completion_samples = [{"text": "ech", "matches": {"echo"}}]
+    complete_code_samples = ["echo hi", "if true; then echo x; fi"]
+    incomplete_code_samples = ["if true; then", "echo 'a"]
+    code_generate_error = "false"
+    code_execute_result = []  # bash leaves no values: its output is its streams
+    code_inspect_sample = "echo"
+    code_input = "read x; echo \"got $x\""
+    code_sleep = "echo started; sleep 60"
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
