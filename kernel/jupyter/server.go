@@ -76,8 +76,8 @@ type execution struct {
 	started   chan struct{}
 	isStarted bool
 	code      string
-	count     int // execute_input's execution_count; 0: silent
-	payload    []map[string]any // pager payloads
+	count     int              // execute_input's execution_count; 0: silent
+	payload   []map[string]any // pager payloads
 
 	name  protocol.StreamName // buffered stream text and its stream
 	text  strings.Builder
