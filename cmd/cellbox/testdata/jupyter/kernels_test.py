@@ -21,6 +21,7 @@ TIMEOUT = 60
 class ProtocolChecks:
     code_input = ""  # reads a line and prints "got " + it
     code_sleep = ""  # prints "started", then runs for a minute unless interrupted
+    code_flood = ""  # prints the numbers 0 to 99999, one a line
 
     def collect(self, msg_id):
         """The iopub messages of msg_id, busy to idle."""
@@ -91,6 +92,17 @@ class ProtocolChecks:
         reply, out = self.execute_helper(self.code_hello_world)
         self.assertEqual(reply["content"]["status"], "ok", reply["content"])
 
+    def test_flood(self):
+        """A 100,000-line print reaches the client whole, as a few large stream messages."""
+        self.flush_channels()
+        msg_id = self.kc.execute(self.code_flood)
+        reply = self.kc.get_shell_msg(timeout=TIMEOUT)
+        self.assertEqual(reply["content"]["status"], "ok")
+        streams = [m for m in self.collect(msg_id) if m["msg_type"] == "stream"]
+        text = "".join(m["content"]["text"] for m in streams)
+        self.assertEqual(text, "".join(f"{i}\n" for i in range(100000)))
+        self.assertLess(len(streams), 100, f"{len(streams)} stream messages for 100,000 lines")
+
     def test_shutdown(self):
         km, kc = start_new_kernel(kernel_name=self.kernel_name)
         try:
@@ -140,6 +152,7 @@ class CellboxPython(ProtocolChecks, jkt.KernelTests):
     code_clear_output = "from IPython.display import clear_output; clear_output()"
     code_input = "print('got ' + input('name? '))"
     code_sleep = "import time; print('started', flush=True); time.sleep(60)"
+    code_flood = "for i in range(100000): print(i)"
 
 
 class CellboxJavaScript(ProtocolChecks, jkt.KernelTests):
@@ -160,6 +173,7 @@ class CellboxJavaScript(ProtocolChecks, jkt.KernelTests):
     code_clear_output = "display.clear()"
     code_input = "console.log('got ' + await input('name? '))"
     code_sleep = "console.log('started'); await new Promise(r => setTimeout(r, 60000))"
+    code_flood = "for (let i = 0; i < 100000; i++) console.log(i)"
 
 
 class CellboxBash(ProtocolChecks, jkt.KernelTests):
@@ -176,6 +190,7 @@ class CellboxBash(ProtocolChecks, jkt.KernelTests):
     code_inspect_sample = "echo"
     code_input = "read x; echo \"got $x\""
     code_sleep = "echo started; sleep 60"
+    code_flood = "seq 0 99999"
 
 
 if __name__ == "__main__":
