@@ -246,3 +246,53 @@ func TestSilentPeerIsDropped(t *testing.T) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func zmqMsg(frames [][]byte) zmq4.Msg { return zmq4.NewMsgFrom(frames...) }
+
+// countConn counts the writes that reach the network.
+type countConn struct {
+	net.Conn
+	writes [][]byte
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// TestWritesGathered: the greeting goes out at once, and a message's
+// frames, written header and body apart as the library does, go out as
+// one write when its last frame is complete.
+func TestWritesGathered(t *testing.T) {
+	cc := &countConn{}
+	c := &guardConn{Conn: cc, w: frameGuard{maxMessage: 1 << 40, maxFrames: 1 << 20}}
+	greeting := make([]byte, 64)
+	greeting[0] = 0xff
+	c.Write(greeting)
+	if len(cc.writes) != 1 {
+		t.Fatalf("greeting: %d writes", len(cc.writes))
+	}
+	frames := [][]byte{[]byte("<IDS|MSG>"), []byte("sig"), bytes.Repeat([]byte("h"), 300)}
+	var want []byte
+	for i, f := range frames {
+		flag := byte(0)
+		if i < len(frames)-1 {
+			flag = flagMore
+		}
+		var hdr []byte
+		if len(f) > 255 {
+			hdr = make([]byte, 9)
+			hdr[0] = flag | flagLong
+			binary.BigEndian.PutUint64(hdr[1:], uint64(len(f)))
+		} else {
+			hdr = []byte{flag, byte(len(f))}
+		}
+		c.Write(hdr)
+		if len(cc.writes) != 1 {
+			t.Fatalf("frame %d: wrote before the message was whole", i)
+		}
+		c.Write(f)
+		want = append(append(want, hdr...), f...)
+	}
+	if len(cc.writes) != 2 || !bytes.Equal(cc.writes[1], want) {
+		t.Fatalf("%d writes; the message's: %q", len(cc.writes), cc.writes[len(cc.writes)-1])
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -91,15 +92,62 @@ func (l guardListener) Accept() (net.Conn, error) {
 
 // guardConn checks the ZMTP 3 stream it reads: the 64-byte greeting, then
 // frames (a flags byte; a size of one byte, or eight when the LONG flag is
-// set; the body).
+// set; the body). It also gathers what it writes into one write a message:
+// the library writes each frame's header and body apart, unbuffered, so a
+// six-frame Jupyter message would otherwise be twelve system calls and as
+// many packets.
 type guardConn struct {
 	net.Conn
 	g frameGuard
+
+	wmu  sync.Mutex
+	w    frameGuard // follows what is written, to find where a message ends
+	wbuf []byte
+}
+
+// coalesceMax is the most a connection gathers before it writes; a larger
+// write goes out as it is.
+const coalesceMax = 64 << 10
+
+func (c *guardConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.w.feed(p); err != nil {
+		return 0, err // the library wrote what is not ZMTP: a bug, not input
+	}
+	if len(c.wbuf)+len(p) > coalesceMax {
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
+		if len(p) >= coalesceMax {
+			return c.Conn.Write(p)
+		}
+	}
+	c.wbuf = append(c.wbuf, p...)
+	if c.w.atBoundary() {
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (c *guardConn) flush() error {
+	if len(c.wbuf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.wbuf)
+	c.wbuf = c.wbuf[:0]
+	if cap(c.wbuf) > coalesceMax {
+		c.wbuf = nil
+	}
+	return err
 }
 
 func newGuardConn(c net.Conn) *guardConn {
 	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	return &guardConn{Conn: c, g: frameGuard{maxMessage: MaxMessageBytes, maxFrames: MaxFrames}}
+	return &guardConn{Conn: c, g: frameGuard{maxMessage: MaxMessageBytes, maxFrames: MaxFrames},
+		w: frameGuard{maxMessage: math.MaxInt64, maxFrames: math.MaxInt}}
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {
@@ -134,6 +182,7 @@ type frameGuard struct {
 
 	greeting  int // greeting bytes seen, up to 64
 	handshook bool
+	ended     bool // the last byte seen ended the greeting or a message
 
 	state   int // 0: flags, 1: size bytes, 2: body
 	flags   byte
@@ -152,7 +201,14 @@ const (
 	greetingLen = 64
 )
 
+// atBoundary reports whether the bytes fed so far end the greeting or a
+// whole message.
+func (g *frameGuard) atBoundary() bool { return g.ended }
+
 func (g *frameGuard) feed(b []byte) error {
+	if len(b) > 0 {
+		g.ended = false
+	}
 	for len(b) > 0 {
 		if g.greeting < greetingLen {
 			n := min(greetingLen-g.greeting, len(b))
@@ -161,8 +217,10 @@ func (g *frameGuard) feed(b []byte) error {
 			}
 			g.greeting += n
 			b = b[n:]
+			g.ended = g.greeting == greetingLen
 			continue
 		}
+		g.ended = false
 		switch g.state {
 		case 0:
 			g.flags = b[0]
@@ -224,5 +282,6 @@ func (g *frameGuard) endFrame() {
 	}
 	if g.flags&flagMore == 0 || g.flags&flagCommand != 0 {
 		g.msgSize, g.frames = 0, 0
+		g.ended = true
 	}
 }
