@@ -54,9 +54,10 @@ type ServerOptions struct {
 	// Version is cellbox's version, the implementation_version.
 	Version string
 	Logger  *slog.Logger
-	// StreamDelay is how long stream output is gathered before it is sent
-	// (default 50 ms), so a flood of lines reaches a client as a few large
-	// stream messages.
+	// StreamDelay is how long stream output that follows other stream
+	// output is gathered before it is sent (default 50 ms), so a flood of
+	// lines reaches a client as a few large stream messages; the first
+	// output after a quiet spell is sent at once.
 	StreamDelay time.Duration
 }
 
@@ -82,6 +83,7 @@ type execution struct {
 	name  protocol.StreamName // buffered stream text and its stream
 	text  strings.Builder
 	timer *time.Timer
+	sent  time.Time // when stream text was last sent
 }
 
 // NewServer returns a server; Serve runs it.
@@ -403,11 +405,14 @@ func (s *Server) Output(p protocol.KernelOutputParams) {
 		}
 		e.name = p.Name
 		e.text.WriteString(p.Text)
+		wait := s.o.StreamDelay - time.Since(e.sent)
 		switch {
-		case e.text.Len() >= streamFlushBytes:
+		case e.text.Len() >= streamFlushBytes || wait <= 0:
+			// The first output after a quiet spell goes at once; what
+			// follows within StreamDelay is gathered.
 			s.flushLocked(e)
 		case e.timer == nil:
-			e.timer = time.AfterFunc(s.o.StreamDelay, func() {
+			e.timer = time.AfterFunc(wait, func() {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				if s.cur == e {
@@ -495,6 +500,7 @@ func (s *Server) flushLocked(e *execution) {
 	}
 	s.publish(e.req, "stream", map[string]any{"name": string(e.name), "text": e.text.String()})
 	e.text.Reset()
+	e.sent = time.Now()
 }
 
 // Input asks the Jupyter client that sent the running execution for a
