@@ -9,6 +9,7 @@ JUPYTER_DATA_DIR holding the kernelspecs `cellbox jupyter install` wrote.
 """
 
 import os
+import signal
 import time
 import unittest
 
@@ -71,6 +72,14 @@ class ProtocolChecks:
         self.assertIn("got cellbox", text)
 
     def test_interrupt(self):
+        """Jupyter's message interrupt mode: interrupt_request on control."""
+        self.check_interrupt(self.km.interrupt_kernel)
+
+    def test_interrupt_signal(self):
+        """Jupyter's signal interrupt mode: SIGINT to the kernel's process group."""
+        self.check_interrupt(lambda: self.km.signal_kernel(signal.SIGINT))
+
+    def check_interrupt(self, interrupt):
         if not self.code_sleep:
             raise unittest.SkipTest("no sleep sample")
         self.flush_channels()
@@ -81,7 +90,7 @@ class ProtocolChecks:
             if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
                     and "started" in msg["content"]["text"]:
                 break
-        self.km.interrupt_kernel()
+        interrupt()
         reply = self.kc.get_shell_msg(timeout=TIMEOUT)
         self.assertEqual(reply["parent_header"]["msg_id"], msg_id)
         self.assertEqual(reply["content"]["status"], "error")
