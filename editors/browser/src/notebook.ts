@@ -3,6 +3,16 @@ import { ConnectionLostError, Methods, RPCError, type CellboxClient, type Kernel
 import { renderBundle, stripANSI } from "./outputs";
 import { el } from "./dom";
 
+/** The prefix of the languages that are the host's Jupyter kernelspecs (PROTOCOL.md §8). */
+const jupyterPrefix = "jupyter:";
+const isJupyter = (id: string) => id.startsWith(jupyterPrefix);
+
+/** A language's name in the picker: its display name, and its version when the daemon knows it. */
+const languageLabel = (l: LanguageCapability) => `${l.displayName} ${l.version ?? ""}`.trim();
+
+/** A method of §4 as a person would call the feature (the toolbar's "no variables"). */
+const featureName = (method: string) => method.replace(/^kernel\//, "").replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase();
+
 let cellSeq = 0;
 
 class Cell {
@@ -119,6 +129,11 @@ export class Notebook {
   private list: HTMLElement;
   private status: HTMLElement;
   private select: HTMLSelectElement;
+  private kind: HTMLElement;
+  private limits: HTMLElement;
+  private interruptButton: HTMLElement;
+  private restartButton: HTMLElement;
+  private languages = new Map<string, LanguageCapability>();
   private starting?: Promise<void>;
 
   constructor(
@@ -128,15 +143,23 @@ export class Notebook {
     languages: LanguageCapability[],
     private progress: (s: string) => void,
   ) {
-    const avail = languages.filter((l) => l.available);
+    // cellbox's own languages first, then the host's Jupyter kernels, which
+    // the daemon runs in the same sandbox.
+    const native = languages.filter((l) => !isJupyter(l.id));
+    const jupyter = languages.filter((l) => isJupyter(l.id));
+    for (const l of languages) this.languages.set(l.id, l);
+    const avail = [...native, ...jupyter].filter((l) => l.available);
     this.language = avail.find((l) => l.id === "python")?.id ?? avail[0]?.id ?? "python";
     this.select = el("select", { class: "language", "aria-label": "language" }) as HTMLSelectElement;
-    for (const l of languages) {
-      const o = el("option", { value: l.id }, `${l.displayName} ${l.version ?? ""}`.trim()) as HTMLOptionElement;
+    const option = (l: LanguageCapability) => {
+      const o = el("option", { value: l.id }, languageLabel(l)) as HTMLOptionElement;
       o.disabled = !l.available;
-      if (!l.available && l.reason) o.title = l.reason;
-      this.select.append(o);
-    }
+      if (!l.available) o.title = l.reason || "not available";
+      else if (isJupyter(l.id)) o.title = `Jupyter kernelspec ${l.id.slice(jupyterPrefix.length)}, run in this workspace's sandbox`;
+      return o;
+    };
+    this.select.append(...native.map(option));
+    if (jupyter.length) this.select.append(el("optgroup", { label: "Jupyter kernels (sandboxed)" }, ...jupyter.map(option)));
     this.select.value = this.language;
     this.select.onchange = () => void this.setLanguage(this.select.value);
     const btn = (label: string, cls: string, fn: () => void) => {
@@ -144,6 +167,10 @@ export class Notebook {
       b.onclick = fn;
       return b;
     };
+    this.kind = el("span", { class: "kernel-kind", hidden: "" }, "Jupyter");
+    this.limits = el("span", { class: "kernel-limits", hidden: "" });
+    this.interruptButton = btn("■ Interrupt", "interrupt", () => void this.interrupt());
+    this.restartButton = btn("↻ Restart", "restart", () => void this.restart());
     this.status = el("span", { class: "kernel-status", title: "kernel status" }, "no kernel");
     this.list = el("div", { class: "cells" });
     root.append(
@@ -151,14 +178,17 @@ export class Notebook {
         "div",
         { class: "toolbar" },
         this.select,
+        this.kind,
         btn("+ Cell", "add-cell", () => this.add("").code.focus()),
         btn("▶▶ Run all", "run-all", () => void this.runAll()),
-        btn("■ Interrupt", "interrupt", () => void this.interrupt()),
-        btn("↻ Restart", "restart", () => void this.restart()),
+        this.interruptButton,
+        this.restartButton,
         this.status,
+        this.limits,
       ),
       this.list,
     );
+    this.showLanguage();
     client.on(Methods.KernelOutput, (p: KernelOutputParams) => {
       if (p.kernelId !== this.kernelId) return;
       this.byExec.get(p.executionId)?.add(p, this.displays);
@@ -181,7 +211,7 @@ export class Notebook {
   // execution is there (it is recorded when the execution ends).
   private recovering = false;
   private async recoverCounts() {
-    if (this.recovering) return;
+    if (this.recovering || !this.supports(Methods.KernelHistory)) return;
     this.recovering = true;
     try {
       for (let attempt = 0; attempt < 120; attempt++) {
@@ -209,6 +239,29 @@ export class Notebook {
     } finally {
       this.recovering = false;
     }
+  }
+
+  /**
+   * supports says whether the notebook's language answers a method of §4:
+   * what a language cannot do is in its `unsupported` (PROTOCOL.md §8), and
+   * the notebook hides what needs it instead of sending a request that fails.
+   */
+  supports(method: string): boolean {
+    return !this.languages.get(this.language)?.unsupported?.includes(method);
+  }
+
+  /** showLanguage marks a Jupyter kernel and what its language cannot do, and hides what it cannot do. */
+  private showLanguage() {
+    const l = this.languages.get(this.language);
+    const jupyter = isJupyter(this.language);
+    this.kind.hidden = !jupyter;
+    this.kind.title = jupyter ? `the host's Jupyter kernelspec ${this.language.slice(jupyterPrefix.length)}, run in this workspace's sandbox` : "";
+    const unsupported = l?.unsupported ?? [];
+    this.limits.hidden = unsupported.length === 0;
+    this.limits.textContent = unsupported.length ? `no ${unsupported.map(featureName).join(", ")}` : "";
+    this.limits.title = unsupported.length ? `${l?.displayName ?? this.language} cannot answer ${unsupported.join(", ")}` : "";
+    this.interruptButton.hidden = !this.supports(Methods.KernelInterrupt);
+    this.restartButton.hidden = !this.supports(Methods.KernelRestart);
   }
 
   private setStatus(text: string, state: string) {
@@ -243,6 +296,7 @@ export class Notebook {
     this.kernelId = undefined;
     this.language = lang;
     this.select.value = lang;
+    this.showLanguage();
     if (old) {
       this.client.unfollowKernel(old);
       await this.client.request(Methods.KernelShutdown, { kernelId: old }).catch(() => {});
@@ -255,11 +309,15 @@ export class Notebook {
     if (this.kernelId) return Promise.resolve();
     this.starting ??= (async () => {
       this.setStatus("starting", "starting");
+      this.status.title = "kernel status";
       try {
         const r = await this.client.request(Methods.KernelStart, { language: this.language, workspaceId: this.workspaceId, workDoneToken: `kernel-start-${Date.now()}` });
         this.kernelId = r.kernelId;
         await this.client.followKernel(r.kernelId, false);
         this.setStatus("idle", "idle");
+        // A Jupyter kernel's version is known once it runs.
+        const info = r.languageInfo;
+        this.status.title = `kernel status: ${[info?.name, info?.version].filter(Boolean).join(" ") || r.language}`;
       } catch (e) {
         this.setStatus(`cannot start: ${(e as Error).message}${(e as RPCError).data?.detail ? ` (${(e as RPCError).data!.detail})` : ""}`, "dead");
         throw e;
@@ -276,6 +334,7 @@ export class Notebook {
     c.setPrompt("*");
     c.running = true;
     c.root.classList.remove("failed");
+    delete c.root.dataset.status; // set again by this run's response
     try {
       await this.ensureKernel();
     } catch (e) {

@@ -3,7 +3,7 @@
 // $CELLBOX_ARTIFACTS (run.sh: artifacts/browser/ at the repository root).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -14,12 +14,23 @@ mkdirSync(artifacts, { recursive: true });
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
-let d, context, page, profile;
+let d, context, page, profile, jupyterPath;
 const consoleErrors = [];
+// Console messages the page may log: a dropped or refused connection on purpose, and
+// html outputs' scripts that their sandboxed iframes block.
+const expectedConsole = /WebSocket|ERR_|connection to cellbox lost|status of 401|Blocked script execution in 'about:srcdoc'/;
 
 before(async () => {
   assert.ok(existsSync(executablePath), `${executablePath} missing: apt-get install chromium`);
-  d = await startDaemon({ files: { "README.txt": "a project\n", "src/app.py": "print('app')\n" } });
+  // Besides the host's kernelspecs, one whose program no sandbox can run: the daemon
+  // lists it as jupyter:cellbox-test-missing, unavailable, with the reason.
+  jupyterPath = mkdtempSync(join(tmpdir(), "cellbox-jupyter-path-"));
+  mkdirSync(join(jupyterPath, "kernels", "cellbox-test-missing"), { recursive: true });
+  writeFileSync(
+    join(jupyterPath, "kernels", "cellbox-test-missing", "kernel.json"),
+    JSON.stringify({ argv: ["cellbox-test-no-such-kernel", "-f", "{connection_file}"], display_name: "Missing Kernel", language: "python" }),
+  );
+  d = await startDaemon({ files: { "README.txt": "a project\n", "src/app.py": "print('app')\n" }, env: { JUPYTER_PATH: jupyterPath } });
   profile = mkdtempSync(join(tmpdir(), "cellbox-chromium-"));
   // A persistent context: --user-data-dir is the fresh profile.
   context = await chromium.launchPersistentContext(profile, { executablePath, headless: true, args: flags, viewport: { width: 1400, height: 900 } });
@@ -32,6 +43,7 @@ after(async () => {
   await context?.close();
   await d?.stop();
   if (profile) rmSync(profile, { recursive: true, force: true });
+  if (jupyterPath) rmSync(jupyterPath, { recursive: true, force: true });
 });
 
 const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`) });
@@ -173,7 +185,7 @@ test("dropping the websocket reconnects with the output intact and nothing lost"
   await runCell("open('after_reconnect.txt', 'w').write('x')");
   await page.locator('.tree-item[data-path="after_reconnect.txt"]').waitFor({ timeout: 20_000 });
   await shot("6-after-reconnect");
-  assert.deepEqual(consoleErrors.filter((e) => !/WebSocket|ERR_|connection to cellbox lost|status of 401|Blocked script execution in 'about:srcdoc'/.test(e)), []);
+  assert.deepEqual(consoleErrors.filter((e) => !expectedConsole.test(e)), []);
 });
 
 test("run all, interrupt, restart, and another language for the notebook", async () => {
@@ -220,4 +232,91 @@ test("a reload works without the token in the address, and no cookie carries it"
   assert.deepEqual(cookies.filter((c) => c.value.includes(d.token) || c.name.startsWith("cellbox")), []);
   const cell = await runCell("print('after reload')", { newCell: false });
   await waitFor(async () => (await cellOut(cell).innerText()).includes("after reload"), { what: "output after a reload" });
+});
+
+test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and ipykernel", async (t) => {
+  const langs = await page.evaluate(() => window.cellbox.client.initializeResult.capabilities.languages);
+  const missing = ["jupyter:ir", "jupyter:python3"].filter((id) => !langs.some((l) => l.id === id && l.available));
+  if (missing.length) {
+    const why = `${missing.join(", ")} not available (apt-get install r-cran-irkernel python3-ipykernel)`;
+    if (process.env.CI) assert.fail(`CI must install the kernelspecs: ${why}`);
+    t.skip(why);
+    return;
+  }
+  // The picker: cellbox's languages first, then the Jupyter kernels in a group of their own,
+  // by display name; the one no sandbox can run is disabled and says why.
+  const picker = await page.evaluate(() =>
+    [...document.querySelector("select.language").children].map((c) =>
+      c.tagName === "OPTGROUP" ? { group: c.label, options: [...c.children].map((o) => ({ id: o.value, text: o.textContent, disabled: o.disabled, title: o.title })) } : { id: c.value },
+    ),
+  );
+  const group = picker.at(-1);
+  assert.equal(group.group, "Jupyter kernels (sandboxed)");
+  assert.deepEqual(
+    picker.slice(0, -1).map((o) => o.id),
+    langs.filter((l) => !l.id.startsWith("jupyter:")).map((l) => l.id),
+    "cellbox's languages come first, outside the group",
+  );
+  assert.ok(group.options.every((o) => o.id.startsWith("jupyter:")), "only Jupyter kernels in the group");
+  const ir = group.options.find((o) => o.id === "jupyter:ir");
+  assert.equal(ir.text, langs.find((l) => l.id === "jupyter:ir").displayName);
+  assert.equal(ir.disabled, false);
+  const broken = group.options.find((o) => o.id === "jupyter:cellbox-test-missing");
+  assert.ok(broken, "the kernelspec on JUPYTER_PATH is listed");
+  assert.equal(broken.text, "Missing Kernel");
+  assert.equal(broken.disabled, true);
+  assert.match(broken.title, /cellbox-test-no-such-kernel not found/);
+  // A native kernel has no Jupyter mark and nothing it cannot do.
+  assert.equal(await page.locator(".kernel-kind").isVisible(), false);
+  assert.equal(await page.locator(".kernel-limits").isVisible(), false);
+
+  // A clean notebook of one cell, then IRkernel. Its start takes seconds, more on a busy machine.
+  await page.evaluate(() => document.querySelectorAll(".cell").forEach((c, i) => i > 0 && c.querySelector("button.delete").click()));
+  await page.selectOption("select.language", "jupyter:ir");
+  await waitFor(async () => /^jupyter:ir: idle/.test(await page.locator(".kernel-status").innerText()), { what: "IRkernel started", timeoutMs: 120_000 }).catch(async (e) => {
+    throw new Error(`${e.message}; status: ${await page.locator(".kernel-status").innerText()}; daemon: ${d.stderr().slice(-2000)}`);
+  });
+  // The kernel is marked as Jupyter's, with what it cannot do, and nothing of that is an error.
+  assert.equal(await page.locator(".kernel-kind").innerText(), "Jupyter");
+  assert.equal(await page.locator(".kernel-limits").innerText(), "no variables");
+  assert.match(await page.locator(".kernel-limits").getAttribute("title"), /kernel\/variables/);
+  assert.ok(await page.locator("button.interrupt").isVisible(), "interrupt is supported");
+  assert.ok(await page.locator("button.restart").isVisible(), "restart is supported");
+
+  const done = (cell) => waitFor(async () => (await cell.getAttribute("data-status")) !== null, { what: "the cell's response", timeoutMs: 60_000 });
+  const cat = await runCell("cat(1+1)", { newCell: false });
+  await done(cat);
+  assert.equal(await cat.getAttribute("data-status"), "ok");
+  assert.equal((await cellOut(cat).innerText()).trim(), "2");
+  assert.equal(await cat.locator(".prompt").innerText(), "[1]:");
+
+  const plot = await runCell("plot(1:10)");
+  const img = plot.locator("img.out-image");
+  await img.waitFor({ timeout: 60_000 });
+  await waitFor(() => img.evaluate((i) => i.complete && i.naturalWidth > 100), { what: "R's png decoded" });
+  assert.match(await img.getAttribute("src"), /^data:image\/png;base64,iVBORw0KGgo/);
+  await done(plot);
+  assert.equal(await plot.getAttribute("data-status"), "ok");
+
+  const boom = await runCell('stop("boom")');
+  await done(boom);
+  assert.equal(await boom.getAttribute("data-status"), "error");
+  assert.equal(await boom.locator(".outputs > *").count(), 1, "one output");
+  assert.equal(await boom.locator(".out-error").count(), 1, "one error output");
+  assert.match(await boom.locator(".out-error").innerText(), /boom/);
+  assert.ok(await boom.evaluate((c) => c.classList.contains("failed")));
+
+  // ipykernel in the same workspace: its value is a result.
+  await page.selectOption("select.language", "jupyter:python3");
+  await waitFor(async () => /^jupyter:python3: idle/.test(await page.locator(".kernel-status").innerText()), { what: "ipykernel started", timeoutMs: 120_000 }).catch(async (e) => {
+    throw new Error(`${e.message}; status: ${await page.locator(".kernel-status").innerText()}; daemon: ${d.stderr().slice(-2000)}`);
+  });
+  assert.equal(await page.locator(".kernel-limits").innerText(), "no variables");
+  const py = await runCell("1+1");
+  await done(py);
+  assert.equal(await py.getAttribute("data-status"), "ok");
+  assert.equal((await py.locator(".out-result").innerText()).trim(), "2");
+  assert.equal(await py.locator(".prompt").innerText(), "[1]:");
+  await shot("8-jupyter-kernels");
+  assert.deepEqual(consoleErrors.filter((e) => !expectedConsole.test(e)), []);
 });
