@@ -216,6 +216,14 @@ func TestKernelMagics(t *testing.T) {
 		}
 	})
 
+	t.Run("config", func(t *testing.T) {
+		// What VS Code's Jupyter extension sends when a kernel starts.
+		_, r, outs := ok(t, "%config Completer.use_jedi = False\n%config InlineBackend.figure_formats = ['png']\n1+1")
+		if r != "2" || streamText(outs, protocol.StreamStderr) != "" {
+			t.Fatalf("%%config: result %q, outputs %+v", r, outs)
+		}
+	})
+
 	t.Run("help", func(t *testing.T) {
 		if _, r, outs := ok(t, "len?"); !strings.Contains(displayText(t, outs), "Return the number of items") || r != "" {
 			t.Fatalf("len?: %+v", outs)

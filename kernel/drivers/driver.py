@@ -1079,6 +1079,15 @@ def magic_matplotlib(arg, glob, loc):
         sys.modules["matplotlib"].rcParams["backend"] = INLINE
 
 
+def magic_config(arg, glob, loc):
+    """%config CLASS.TRAIT = VALUE: IPython's configuration. Jupyter front ends send some when a
+    kernel starts (VS Code: Completer.use_jedi, InlineBackend.figure_formats); a cellbox kernel
+    is not IPython, so they are accepted and change nothing. Without arguments, says so."""
+    if not arg.strip():
+        print("a cellbox kernel has no IPython configuration; %config settings are accepted "
+              "and have no effect")
+
+
 def magic_pip(arg, glob, loc):
     """%pip: package installs in a cellbox sandbox go through workspace/install
     (PROTOCOL.md §9)."""
@@ -1088,7 +1097,7 @@ def magic_pip(arg, glob, loc):
 
 
 LINE_MAGICS = {"cd": magic_cd, "env": magic_env, "time": magic_time, "timeit": magic_timeit,
-               "matplotlib": magic_matplotlib, "pip": magic_pip}
+               "matplotlib": magic_matplotlib, "pip": magic_pip, "config": magic_config}
 FORMS = Module("__cellbox__")
 FORMS.system, FORMS.getoutput, FORMS.magic, FORMS.pinfo = system, getoutput, magic, pinfo
 builtins.__cellbox__ = FORMS
