@@ -9,8 +9,11 @@ import { CellboxNotebookController } from "./notebook";
 import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME } from "./scm";
 import { CellboxPseudoterminal } from "./terminal";
 import { stripANSI } from "./outputs";
+import { VariablesProvider } from "./variables";
+import { kernelChoices, CHOICE_GROUPS, unsupportedMessage } from "./languages";
 import { Methods, type KernelOutputParams, type KernelState, type ProgressParams, type WorkspaceMode } from "../../protocol/protocol";
 
+/** The languages that run before the daemon said which it has (initialize). */
 const FILE_LANGUAGES = ["python", "javascript", "shellscript"];
 
 let log: vscode.OutputChannel;
@@ -23,6 +26,8 @@ let notebook: CellboxNotebookController | undefined;
 let scm: CellboxScm | undefined;
 let checkpoints: CheckpointsProvider;
 let content: SandboxContentProvider;
+let variables: VariablesProvider | undefined;
+let codeLens: CellCodeLens | undefined;
 let lastLanguage: string | undefined;
 const sessionSubs: vscode.Disposable[] = [];
 const outputListeners = new Set<(p: KernelOutputParams) => void>();
@@ -94,6 +99,15 @@ async function connect(): Promise<Session> {
   );
   session = s;
   updateStatus();
+  // The daemon's languages: a notebook cell, a file's keys, CodeLens and menus follow them.
+  notebook?.setLanguages(s);
+  updateRunnable();
+  codeLens?.refresh();
+  sessionSubs.push(
+    s.onKernelsChange(() => variables?.refreshSoon()),
+    s.onModelChange((changed) => changed.some((x) => x.status !== "running") && variables?.refreshSoon()),
+  );
+  variables?.refreshSoon();
   // Watch the workspace so the SCM view follows writes made in the sandbox.
   if (s.opts.root) {
     s.ensureWorkspace()
@@ -145,10 +159,10 @@ function updateStatus(override?: string) {
   const k = lang ? session.kernels.get(lang) : [...session.kernels.values()][0];
   const ws = session.workspace ? ` · ${session.workspace.mode}` : "";
   if (!k) {
-    status.text = `$(circle-outline) cellbox${lang ? ` ${lang}` : ""}: no kernel${ws}`;
+    status.text = `$(circle-outline) cellbox${lang ? ` ${session.label(lang)}` : ""}: no kernel${ws}`;
   } else {
     const icon = k.state === "busy" ? "$(sync~spin)" : k.state === "dead" ? "$(error)" : k.state === "idle" ? "$(circle-filled)" : "$(loading~spin)";
-    status.text = `${icon} cellbox ${k.language}: ${k.state}${ws}`;
+    status.text = `${icon} cellbox ${session.label(k.language)}: ${k.state}${ws}`;
     if (k.state === "dead") status.backgroundColor = new vscode.ThemeColor("statusBarItem.errorBackground");
   }
   status.tooltip = `cellbox ${session.client.info?.serverInfo.version ?? ""}\nworkspace: ${session.workspace?.root ?? "(scratch)"} (${session.workspace?.mode ?? "scratch"})\n${k ? `kernel ${k.kernelId} (${k.language} ${k.version ?? ""})${k.reason ? `: ${k.reason}` : ""}` : ""}\nClick to pick a kernel`;
@@ -161,12 +175,37 @@ function activeLanguage(): string | undefined {
   return session.languageFor(ed.document.languageId, ed.document.fileName);
 }
 
+/** Whether a document's code runs in a cellbox kernel (before connecting: the built-in three). */
+function runnable(doc: vscode.TextDocument): boolean {
+  if (doc.uri.scheme === "vscode-notebook-cell" || doc.uri.scheme === "output") return false;
+  return session ? session.languageFor(doc.languageId, doc.fileName) !== undefined : FILE_LANGUAGES.includes(doc.languageId);
+}
+
+/**
+ * The context key cellbox.runnable: the active editor's code runs in a cellbox kernel. Keys,
+ * menus and the run button use it, so a file in a language the daemon has through a Jupyter
+ * kernel (R) gets them as Python does.
+ */
+function updateRunnable() {
+  const ed = vscode.window.activeTextEditor;
+  void vscode.commands.executeCommand("setContext", "cellbox.runnable", !!ed && runnable(ed.document));
+}
+
+/** The kernel of the active notebook, or of the active editor's language (the variables view). */
+function activeKernel(): KernelHandle | undefined {
+  if (!session) return undefined;
+  const nb = vscode.window.activeNotebookEditor?.notebook;
+  if (nb) return notebook?.kernels.get(nb.uri.toString());
+  const lang = activeLanguage() ?? lastLanguage;
+  return lang ? session.kernels.get(lang) : undefined;
+}
+
 /** Runs lines [first, last] (0-based) of a document, or exactly `code` starting at first. */
 async function runRange(doc: vscode.TextDocument, first: number, last: number, code?: string) {
   const s = await getSession();
   const language = s.languageFor(doc.languageId, doc.fileName);
   if (!language) {
-    vscode.window.showErrorMessage(`cellbox: no kernel language for '${doc.languageId}' (the daemon has: ${s.languages.map((l) => l.id).join(", ")})`);
+    vscode.window.showErrorMessage(`cellbox: no kernel language for '${doc.languageId}' (the daemon has: ${s.languages.filter((l) => l.available).map((l) => l.id).join(", ")})`);
     return;
   }
   lastLanguage = language;
@@ -260,8 +299,11 @@ async function runCellCmd(which: "cell" | "above" | "below" | "advance", uri?: v
 class CellCodeLens implements vscode.CodeLensProvider {
   private readonly emitter = new vscode.EventEmitter<void>();
   readonly onDidChangeCodeLenses = this.emitter.event;
+  refresh() {
+    this.emitter.fire();
+  }
   provideCodeLenses(doc: vscode.TextDocument): vscode.CodeLens[] {
-    if (!config().get<boolean>("codeLens", true)) return [];
+    if (!config().get<boolean>("codeLens", true) || !runnable(doc)) return [];
     const { lines, cells } = docCells(doc);
     const out: vscode.CodeLens[] = [];
     for (const c of cells) {
@@ -280,7 +322,7 @@ class CellCodeLens implements vscode.CodeLensProvider {
 /** The kernel a text document's completion and hover go to: its notebook's, or its language's. */
 function kernelForDoc(doc: vscode.TextDocument): KernelHandle | undefined {
   if (!session) return undefined;
-  if (doc.uri.scheme === "vscode-notebook-cell") return notebook?.kernelOfCell(doc);
+  if (doc.uri.scheme === "vscode-notebook-cell") return doc.languageId === "markdown" ? undefined : notebook?.kernelOfCell(doc);
   const lang = session.languageFor(doc.languageId, doc.fileName);
   return lang ? session.kernels.get(lang) : undefined;
 }
@@ -288,7 +330,7 @@ function kernelForDoc(doc: vscode.TextDocument): KernelHandle | undefined {
 const completion: vscode.CompletionItemProvider = {
   async provideCompletionItems(doc, pos, token) {
     const k = kernelForDoc(doc);
-    if (!k || !session || k.state === "dead") return undefined;
+    if (!k || !session || k.state === "dead" || !session.supports(k.language, Methods.KernelComplete)) return undefined;
     const code = doc.getText();
     // positionEncoding utf-16: offsets are VS Code's own.
     const res = await session.client.request(Methods.KernelComplete, { kernelId: k.kernelId, code, cursorPos: doc.offsetAt(pos) });
@@ -305,7 +347,7 @@ const completion: vscode.CompletionItemProvider = {
 const hover: vscode.HoverProvider = {
   async provideHover(doc, pos) {
     const k = kernelForDoc(doc);
-    if (!k || !session || k.state === "dead") return undefined;
+    if (!k || !session || k.state === "dead" || !session.supports(k.language, Methods.KernelInspect)) return undefined;
     const res = await session.client.request(Methods.KernelInspect, { kernelId: k.kernelId, code: doc.getText(), cursorPos: doc.offsetAt(pos), detailLevel: 0 });
     if (!res.found || !res.data) return undefined;
     const md = res.data["text/markdown"];
@@ -313,7 +355,9 @@ const hover: vscode.HoverProvider = {
     const text = res.data["text/plain"];
     if (typeof text !== "string") return undefined;
     const m = new vscode.MarkdownString();
-    m.appendCodeblock(stripANSI(text), "text");
+    // R's help marks bold and underline with overstrikes (`_\bP`): keep the letters.
+    // eslint-disable-next-line no-control-regex -- an overstrike is a character and a backspace
+    m.appendCodeblock(stripANSI(text).replace(/[^\n]\x08/g, ""), "text");
     return new vscode.Hover(m);
   },
 };
@@ -321,17 +365,30 @@ const hover: vscode.HoverProvider = {
 async function pickKernel() {
   const s = await getSession();
   const list = await s.client.request(Methods.KernelList, {});
-  type Item = vscode.QuickPickItem & { kernelId?: string; language: string; state?: KernelState };
-  const items: Item[] = [
-    ...list.kernels.map((k) => ({ label: `$(server-process) ${k.language}: ${k.kernelId}`, description: `${k.state} · [${k.executionCount}]`, detail: `workspace ${k.workspaceId}`, kernelId: k.kernelId, language: k.language, state: k.state })),
-    ...s.languages.filter((l) => l.available).map((l) => ({ label: `$(add) New ${l.displayName} kernel`, description: l.version, language: l.id })),
-  ];
+  type Item = vscode.QuickPickItem & { kernelId?: string; language?: string; state?: KernelState };
+  const items: Item[] = [];
+  if (list.kernels.length) items.push({ label: "Running kernels", kind: vscode.QuickPickItemKind.Separator });
+  for (const k of list.kernels) {
+    items.push({ label: `$(server-process) ${s.label(k.language)}: ${k.kernelId}`, description: `${k.state} · [${k.executionCount}]`, detail: `workspace ${k.workspaceId}`, kernelId: k.kernelId, language: k.language, state: k.state });
+  }
+  const choices = kernelChoices(s.languages);
+  for (const g of CHOICE_GROUPS) {
+    const of = choices.filter((c) => c.group === g.group);
+    if (of.length) items.push({ label: g.title, kind: vscode.QuickPickItemKind.Separator });
+    for (const c of of) items.push({ label: `$(add) ${c.label}`, description: c.description, detail: c.detail, language: c.language });
+  }
   const pick = await vscode.window.showQuickPick(items, { title: "cellbox: pick the kernel for its language" });
-  if (!pick) return;
+  if (!pick?.language) return;
   if (pick.kernelId) await s.useKernel(pick.kernelId, pick.language, pick.state ?? "idle");
   else await s.startKernel(pick.language, `start-${Date.now()}`);
+  // The active file runs in the picked kernel from now on when it fits it (a .py file in
+  // jupyter:python3); files of that kernel's own language do anyway.
+  const doc = vscode.window.activeTextEditor?.document;
+  if (doc && doc.uri.scheme !== "vscode-notebook-cell") s.pickFor(doc.languageId, doc.fileName, pick.language);
   lastLanguage = pick.language;
   updateStatus();
+  updateRunnable();
+  variables?.refreshSoon();
 }
 
 async function kernelCommand(kind: "interrupt" | "restart" | "shutdown") {
@@ -342,6 +399,11 @@ async function kernelCommand(kind: "interrupt" | "restart" | "shutdown") {
   const k = nbKernel ?? (lang ? s.kernels.get(lang) : undefined);
   if (!k) {
     vscode.window.showInformationMessage("cellbox: no kernel to " + kind);
+    return;
+  }
+  const method = kind === "interrupt" ? Methods.KernelInterrupt : kind === "restart" ? Methods.KernelRestart : Methods.KernelShutdown;
+  if (!s.supports(k.language, method)) {
+    vscode.window.showInformationMessage(`cellbox: ${unsupportedMessage(s.languages, k.language, method)}`);
     return;
   }
   if (kind === "interrupt") await s.client.request(Methods.KernelInterrupt, { kernelId: k.kernelId });
@@ -384,8 +446,13 @@ export function activate(ctx: vscode.ExtensionContext) {
     outputListeners.add(f);
     return new vscode.Disposable(() => outputListeners.delete(f));
   });
-  const fileSelectors = FILE_LANGUAGES.map((language) => ({ language, scheme: "file" }));
-  const cellSelectors = FILE_LANGUAGES.map((language) => ({ language, notebookType: "jupyter-notebook" }));
+  variables = new VariablesProvider(() => session, activeKernel);
+  codeLens = new CellCodeLens();
+  updateRunnable();
+  // Every file and notebook cell: whether its language runs in a kernel is the daemon's to say
+  // (runnable, kernelForDoc), since Jupyter kernels add languages.
+  const fileSelectors = [{ scheme: "file" }, { scheme: "untitled" }];
+  const cellSelectors = [{ notebookType: "jupyter-notebook" }];
   const reg = <T extends unknown[]>(id: string, f: (...a: T) => unknown) => ctx.subscriptions.push(vscode.commands.registerCommand(id, wrap(f)));
   reg("cellbox.runSelection", () => runSelection());
   reg("cellbox.runLine", () => {
@@ -479,6 +546,10 @@ export function activate(ctx: vscode.ExtensionContext) {
     checkpoints.refresh();
   });
   reg("cellbox.checkpoint.refresh", () => checkpoints.refresh());
+  reg("cellbox.variables.refresh", async () => {
+    await getSession();
+    await variables?.refresh();
+  });
 
   ctx.subscriptions.push(
     log,
@@ -486,7 +557,8 @@ export function activate(ctx: vscode.ExtensionContext) {
     diagnostics,
     status,
     notebook,
-    vscode.languages.registerCodeLensProvider(fileSelectors, new CellCodeLens()),
+    variables,
+    vscode.languages.registerCodeLensProvider(fileSelectors, codeLens),
     vscode.languages.registerCompletionItemProvider([...cellSelectors, ...fileSelectors], completion, "."),
     vscode.languages.registerHoverProvider([...cellSelectors, ...fileSelectors], hover),
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, content),
@@ -498,7 +570,12 @@ export function activate(ctx: vscode.ExtensionContext) {
         return new vscode.TerminalProfile({ name: "cellbox (sandboxed)", pty: new CellboxPseudoterminal(s.client, { workspaceId: ws?.workspaceId }) });
       },
     }),
-    vscode.window.onDidChangeActiveTextEditor(() => updateStatus(session ? undefined : "disconnected")),
+    vscode.window.onDidChangeActiveTextEditor(() => {
+      updateStatus(session ? undefined : "disconnected");
+      updateRunnable();
+      variables?.refreshSoon();
+    }),
+    vscode.window.onDidChangeActiveNotebookEditor(() => variables?.refreshSoon()),
     new vscode.Disposable(() => {
       for (const d of sessionSubs.splice(0)) d.dispose();
     }),

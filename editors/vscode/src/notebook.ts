@@ -7,13 +7,38 @@ import type { Session, KernelHandle } from "./session";
 import { newExecutionId } from "./session";
 import { applyOutput, OutputItem } from "./outputs";
 import { errorMessage } from "./client";
+import { vscodeLanguageIds, isJupyter, JUPYTER_PREFIX } from "./languages";
 import { Methods, type KernelOutputParams } from "../../protocol/protocol";
 
 export const NOTEBOOK_TYPES = ["jupyter-notebook"];
 
+/** The cell languages before the daemon said which it has. */
+const DEFAULT_LANGUAGES = ["python", "javascript", "shellscript"];
+
 /** VS Code's cell languageId -> the cellbox language. */
 export function cellLanguage(languageId: string): string {
   return languageId === "shellscript" ? "bash" : languageId;
+}
+
+/** The part of a notebook's metadata (.ipynb) that names its kernel. */
+interface KernelSpecMetadata {
+  name?: string;
+  language?: string;
+}
+
+/**
+ * The language a notebook runs in: cellbox's own language of its kernelspec's language (a
+ * `python3` notebook runs in `python`); else the Jupyter kernel its kernelspec names
+ * (`jupyter:ir`), if installed; else a language that fits the kernelspec's or the cell's language
+ * (an `r` cell: `jupyter:ir`).
+ */
+export function notebookLanguage(s: Session, spec: KernelSpecMetadata | undefined, cellLanguageId: string): string {
+  const lang = spec?.language ?? cellLanguage(cellLanguageId);
+  const native = s.languageFor(lang.toLowerCase());
+  if (native && !isJupyter(native)) return native;
+  const named = spec?.name ? s.languages.find((l) => l.id === JUPYTER_PREFIX + spec.name && l.available) : undefined;
+  if (named) return named.id;
+  return native ?? s.languageFor(cellLanguageId) ?? lang;
 }
 
 /** A cell's outputs as VS Code notebook outputs. */
@@ -48,10 +73,10 @@ export function toCellOutputs(items: OutputItem[], executionCount?: number): vsc
   });
 }
 
-/** The part of a notebook's metadata (.ipynb) that names its kernel's language. */
+/** The part of a notebook's metadata (.ipynb) that names its kernel. */
 interface NotebookMetadata {
-  metadata?: { kernelspec?: { language?: string } };
-  custom?: { metadata?: { kernelspec?: { language?: string } } };
+  metadata?: { kernelspec?: KernelSpecMetadata };
+  custom?: { metadata?: { kernelspec?: KernelSpecMetadata } };
 }
 
 interface Running {
@@ -74,7 +99,7 @@ export class CellboxNotebookController implements vscode.Disposable {
   constructor(private readonly session: () => Promise<Session>, private readonly onOutputSub: (f: (p: KernelOutputParams) => void) => vscode.Disposable) {
     for (const type of NOTEBOOK_TYPES) {
       const c = vscode.notebooks.createNotebookController(`cellbox-${type}`, type, "cellbox (sandboxed)");
-      c.supportedLanguages = ["python", "javascript", "shellscript"];
+      c.supportedLanguages = DEFAULT_LANGUAGES;
       c.supportsExecutionOrder = true;
       c.description = "Runs cells in a cellbox kernel";
       c.executeHandler = (cells, nb, ctrl) => this.execute(cells, nb, ctrl);
@@ -82,6 +107,12 @@ export class CellboxNotebookController implements vscode.Disposable {
       this.controllers.push(c);
     }
     this.subs.push(this.onOutputSub((p) => this.onOutput(p)));
+  }
+
+  /** The cell languages the daemon's available languages run (Jupyter kernels add R, ...). */
+  setLanguages(s: Session) {
+    const ids = vscodeLanguageIds(s.languages);
+    for (const c of this.controllers) c.supportedLanguages = ids.length ? ids : DEFAULT_LANGUAGES;
   }
 
   private onOutput(p: KernelOutputParams) {
@@ -108,8 +139,7 @@ export class CellboxNotebookController implements vscode.Disposable {
     if (k && k.state !== "dead") return k;
     const s = await this.session();
     const md = (nb.metadata ?? {}) as NotebookMetadata;
-    const lang = md?.metadata?.kernelspec?.language ?? md?.custom?.metadata?.kernelspec?.language ?? cellLanguage(languageId);
-    const h = await s.startKernel(s.languageFor(lang) ?? lang, undefined, false);
+    const h = await s.startKernel(notebookLanguage(s, md?.metadata?.kernelspec ?? md?.custom?.metadata?.kernelspec, languageId), undefined, false);
     this.kernels.set(key, h);
     return h;
   }

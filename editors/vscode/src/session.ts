@@ -5,7 +5,20 @@ import { CancellationToken, Emitter, Event } from "vscode-jsonrpc/node";
 import { CellboxClient, errorMessage } from "./client";
 import { OutputModel, Execution } from "./outputs";
 import { diagnosticFor, DiagnosticSpec } from "./errors";
-import { Methods, type KernelState, type KernelStartParams, type WorkspaceInfo, type LanguageCapability, type WorkspaceMode, type SandboxMode, type NetworkMode, type Limits } from "../../protocol/protocol";
+import { resolveLanguage, supports, languageLabel, unsupportedMessage, extensionOf, LANGUAGE_ID_EXTENSIONS } from "./languages";
+import {
+  Methods,
+  type KernelState,
+  type KernelStartParams,
+  type WorkspaceInfo,
+  type LanguageCapability,
+  type WorkspaceMode,
+  type SandboxMode,
+  type NetworkMode,
+  type Limits,
+  type RequestMethod,
+  type Variable,
+} from "../../protocol/protocol";
 
 export interface KernelHandle {
   kernelId: string;
@@ -39,6 +52,16 @@ export interface RunRequest {
   label?: string;
 }
 
+/** What a variables view shows for a kernel. */
+export interface VariablesView {
+  kernel?: KernelHandle;
+  variables: Variable[];
+  /** Shown instead of (or, for an empty list, with) the variables. */
+  message?: string;
+  /** The kernel's language cannot list variables (languages[].unsupported). */
+  unsupported?: boolean;
+}
+
 export interface RunOutcome {
   execution: Execution;
   diagnostic?: DiagnosticSpec;
@@ -58,6 +81,8 @@ export class Session {
   /** kernels started for notebooks, by kernelId */
   readonly extra = new Map<string, KernelHandle>();
   private readonly starting = new Map<string, Promise<KernelHandle>>();
+  /** VS Code languageId -> the language picked for its documents (pickFor) */
+  private readonly picked = new Map<string, string>();
 
   private readonly _onModel = new Emitter<Execution[]>();
   private readonly _onKernels = new Emitter<void>();
@@ -84,18 +109,60 @@ export class Session {
     return this.client.info?.capabilities.languages ?? [];
   }
 
-  /** The cellbox language for a VS Code languageId or a file name, if the daemon has it. */
+  /**
+   * The cellbox language for a VS Code languageId and file name, if the daemon has one: the
+   * language picked for that languageId (pickKernel), else the language of the same id, else one
+   * whose fileExtensions fit (an `r` document runs in `jupyter:ir`); see resolveLanguage.
+   */
   languageFor(languageId: string, fileName?: string): string | undefined {
-    const alias: Record<string, string> = { shellscript: "bash", sh: "bash", javascript: "javascript", typescript: "typescript", python: "python" };
-    const langs = this.languages;
-    const byId = langs.find((l) => l.id === languageId || l.id === alias[languageId]);
-    if (byId) return byId.id;
-    if (fileName) {
-      const ext = fileName.slice(fileName.lastIndexOf("."));
-      const byExt = langs.find((l) => l.fileExtensions.includes(ext));
-      if (byExt) return byExt.id;
+    const picked = this.picked.get(languageId);
+    if (picked && this.languages.some((l) => l.id === picked && l.available)) return picked;
+    return resolveLanguage(this.languages, languageId, fileName);
+  }
+
+  /**
+   * Makes documents of languageId run in language from now on (the kernel picker: a `.py` file
+   * runs in `jupyter:python3` once it was picked for it). Returns whether the language fits such
+   * documents (the same language, or one whose fileExtensions fit); one that does not is ignored.
+   */
+  pickFor(languageId: string, fileName: string | undefined, language: string): boolean {
+    const natural = resolveLanguage(this.languages, languageId, fileName);
+    const l = this.languages.find((x) => x.id === language);
+    if (!l) return false;
+    const exts = [fileName ? extensionOf(fileName) : "", LANGUAGE_ID_EXTENSIONS[languageId] ?? ""].filter(Boolean).map((x) => x.toLowerCase());
+    if (language !== natural && !l.fileExtensions.some((e) => exts.includes(e.toLowerCase()))) return false;
+    if (language === natural) this.picked.delete(languageId);
+    else this.picked.set(languageId, language);
+    return true;
+  }
+
+  /** Whether the kernels of a language answer method (languages[].unsupported). */
+  supports(language: string, method: RequestMethod): boolean {
+    return supports(this.languages, language, method);
+  }
+
+  /** `python`, or `R (Jupyter)` for jupyter:ir. */
+  label(language: string): string {
+    return languageLabel(this.languages, language);
+  }
+
+  /**
+   * The variables of a kernel for a variables view: the list, or a message instead (no kernel
+   * yet; a kernel whose language cannot list variables, which is not asked; a failed request).
+   * Never throws.
+   */
+  async variables(k: KernelHandle | undefined): Promise<VariablesView> {
+    if (!k) return { variables: [], message: "No kernel yet: run code to start one." };
+    if (!this.supports(k.language, Methods.KernelVariables)) {
+      return { kernel: k, variables: [], unsupported: true, message: unsupportedMessage(this.languages, k.language, Methods.KernelVariables) };
     }
-    return undefined;
+    if (k.state === "dead") return { kernel: k, variables: [], message: `The ${this.label(k.language)} kernel is dead${k.reason ? `: ${k.reason}` : ""}.` };
+    try {
+      const res = await this.client.request(Methods.KernelVariables, { kernelId: k.kernelId });
+      return { kernel: k, variables: res.variables, message: res.variables.length ? undefined : "No variables defined yet." };
+    } catch (e) {
+      return { kernel: k, variables: [], message: `Cannot list the variables: ${errorMessage(e)}` };
+    }
   }
 
   /** Opens the workspace of opts.root (once). */

@@ -1,8 +1,10 @@
 // activate() as a VS Code host would call it, with the `vscode` module faked (no host runs here):
 // every command package.json contributes is registered (and no other), the providers are
 // registered, and with a folder open it connects through `cellbox connect` (the real binary) and
-// fills the SCM view. Only this wiring is checked here; the parts it wires are tested with the
-// real daemon in the other files.
+// fills the SCM view; an R file (no cellbox language `r`) gets its keys, picks the Jupyter kernel
+// jupyter:ir from the kernel picker, runs there, and the variables view says that kernel cannot
+// list variables. Only this wiring is checked here; the parts it wires are tested with the real
+// daemon in the other files.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
@@ -17,7 +19,7 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
   const e = tempEnv({ "a.txt": "a\n" });
   // `cellbox connect` finds (or starts) the daemon by these.
   Object.assign(process.env, { CELLBOX_STATE_DIR: e.env.CELLBOX_STATE_DIR, XDG_RUNTIME_DIR: e.env.XDG_RUNTIME_DIR });
-  fake.setConfig({ path: bin() });
+  fake.setConfig({ path: bin(), showOutput: false });
   fake.workspace.workspaceFolders = [{ uri: fake.Uri.file(e.project) }];
   const ctx = { subscriptions: [] as { dispose(): unknown }[] };
   try {
@@ -27,6 +29,8 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
     for (const p of ["codelens", "completion", "hover", "content:cellbox-ws", "tree:cellbox.checkpoints", "terminal:cellbox.terminal"]) {
       assert.ok(fake.registered.providers.includes(p), `provider ${p}`);
     }
+    assert.ok(fake.created.treeViews.some((v: any) => v.id === "cellbox.variables"), "the variables view");
+    assert.ok(pkg.contributes.views.explorer.some((v: any) => v.id === "cellbox.variables"));
     for (const k of pkg.contributes.keybindings) assert.ok(contributed.includes(k.command), k.command);
     const sc = fake.created.sourceControls.find((s: any) => s.id === "cellbox");
     assert.ok(sc, "source control cellbox");
@@ -40,7 +44,57 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
     await fake.commands.executeCommand("cellbox.scm.refresh");
     assert.deepEqual(sc.groups[0].resourceStates.map((r: any) => r.change.path), ["b.txt"]);
     assert.equal(sc.count, 1);
+
+    // An R file: the daemon has no language `r`, but the host's IRkernel is jupyter:ir.
+    const ir = s.languages.find((l) => l.id === "jupyter:ir");
+    if (!ir?.available) {
+      if (process.env.CI === "true") throw new Error(`jupyter:ir not available: ${ir?.reason ?? "no IRkernel kernelspec"}`);
+      return;
+    }
+    const rPath = join(e.project, "analysis.R");
+    const lines = ["# %% sum", "cat(1+1)"];
+    const doc = {
+      uri: fake.Uri.file(rPath),
+      fileName: rPath,
+      languageId: "r",
+      lineCount: lines.length,
+      lineAt: (i: number) => ({ text: lines[i], firstNonWhitespaceCharacterIndex: 0 }),
+      getText: () => lines.join("\n"),
+    };
+    fake.window.activeTextEditor = { document: doc, selection: new fake.Selection(1, 0, 1, 0) };
+    const warnings = fake.created.warnings.length;
+    // The kernel picker lists the Jupyter kernels under their display names, in a group of their own.
+    let items: any[] = [];
+    fake.setQuickPick((it: any[]) => {
+      items = it;
+      return it.find((i) => i.language === "jupyter:ir" && !i.kernelId);
+    });
+    await fake.commands.executeCommand("cellbox.pickKernel");
+    const labels = items.map((i) => i.label);
+    const jupyterAt = labels.indexOf("Jupyter kernels (sandboxed)");
+    assert.ok(jupyterAt > labels.indexOf("cellbox kernels (sandboxed)") && labels.indexOf("cellbox kernels (sandboxed)") >= 0, JSON.stringify(labels));
+    assert.equal(items[jupyterAt].kind, fake.QuickPickItemKind.Separator);
+    const rItem = items.find((i) => i.label === "$(add) New R kernel");
+    assert.ok(rItem, JSON.stringify(labels));
+    assert.equal(rItem.description, "Jupyter kernel (sandboxed) · jupyter:ir");
+    assert.ok(labels.indexOf("$(add) New R kernel") > jupyterAt);
+    const picked = s.kernels.get("jupyter:ir");
+    assert.ok(picked, "the picked R kernel");
+    assert.match(status.text, /cellbox R \(Jupyter\): idle/);
+    assert.equal(fake.contextKeys.get("cellbox.runnable"), true, "Shift+Enter and the run menus apply to the R file");
+    // Run File runs it in that kernel; its output is in the output view's model.
+    await fake.commands.executeCommand("cellbox.runFile");
+    const ex = s.model.executions[s.model.executions.length - 1];
+    assert.equal(ex.kernelId, picked.kernelId);
+    assert.equal(ex.status, "ok", JSON.stringify(ex));
+    assert.deepEqual(ex.outputs, [{ kind: "stream", name: "stdout", text: "2" }]);
+    // The variables view of that kernel says it cannot list them; nothing raised an error.
+    await fake.commands.executeCommand("cellbox.variables.refresh");
+    const vars = fake.created.treeViews.find((v: any) => v.id === "cellbox.variables");
+    assert.equal(vars.message, "This kernel (R (Jupyter)) cannot list variables.");
+    assert.deepEqual(fake.created.warnings.slice(warnings), []);
   } finally {
+    fake.window.activeTextEditor = undefined;
     deactivate();
     for (const d of ctx.subscriptions) d.dispose();
     const dir = join(e.base, "run", "cellbox");

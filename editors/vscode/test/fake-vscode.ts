@@ -139,7 +139,7 @@ export class FakeNotebookController {
   dispose() {}
 }
 
-export const created = { controllers: [] as FakeNotebookController[], sourceControls: [] as any[], warnings: [] as string[] };
+export const created = { controllers: [] as FakeNotebookController[], sourceControls: [] as any[], warnings: [] as string[], infos: [] as string[], treeViews: [] as any[], quickPicks: [] as any[][] };
 
 export const notebooks = {
   createNotebookController(id: string, type: string, label: string) {
@@ -181,7 +181,34 @@ export const window = {
     created.warnings.push(msg);
     return Promise.resolve(undefined);
   },
+  showInformationMessage(msg: string) {
+    created.infos.push(msg);
+    return Promise.resolve(undefined);
+  },
+  /** A TreeView that records its message and description; visible unless a test says not. */
+  createTreeView(id: string, opts: { treeDataProvider: unknown }) {
+    const visibility = new EventEmitter<{ visible: boolean }>();
+    const v = { id, provider: opts.treeDataProvider, message: undefined as string | undefined, description: undefined as string | undefined, visible: true, onDidChangeVisibility: visibility.event, dispose() {} };
+    created.treeViews.push(v);
+    return v;
+  },
+  /** Records the items and answers with pickQuickPick's choice (none: dismissed). */
+  showQuickPick(items: any[]) {
+    created.quickPicks.push(items);
+    return Promise.resolve(pickQuickPick(items));
+  },
 };
+
+/** The fake user's choice in the next showQuickPick (a test sets it). */
+export let pickQuickPick: (items: any[]) => any = () => undefined;
+export function setQuickPick(f: (items: any[]) => any) {
+  pickQuickPick = f;
+}
+
+export enum QuickPickItemKind {
+  Separator = -1,
+  Default = 0,
+}
 
 export const workspace = { notebookDocuments: [] as any[] };
 
@@ -237,14 +264,21 @@ Object.assign(window, {
   registerTreeDataProvider: (id: string) => (registered.providers.push(`tree:${id}`), new Disposable(() => {})),
   registerTerminalProfileProvider: (id: string) => (registered.providers.push(`terminal:${id}`), new Disposable(() => {})),
   onDidChangeActiveTextEditor: () => new Disposable(() => {}),
+  onDidChangeActiveNotebookEditor: () => new Disposable(() => {}),
   withProgress: (_o: unknown, task: (p: unknown) => Promise<unknown>) => task({ report() {} }),
 });
+/** What setContext set (cellbox.runnable). */
+export const contextKeys = new Map<string, unknown>();
 export const commands = {
   registerCommand(id: string, f: (...a: any[]) => unknown) {
     registered.commands.set(id, f);
     return new Disposable(() => registered.commands.delete(id));
   },
   executeCommand(id: string, ...a: any[]) {
+    if (id === "setContext") {
+      contextKeys.set(a[0], a[1]);
+      return Promise.resolve(undefined);
+    }
     return Promise.resolve(registered.commands.get(id)?.(...a));
   },
 };
@@ -261,6 +295,10 @@ Object.assign(workspace, {
   workspaceFolders: undefined as undefined | { uri: Uri }[],
   getConfiguration: () => ({ get: (k: string, d?: unknown) => (k in config ? config[k] : d) }),
   registerTextDocumentContentProvider: (scheme: string) => (registered.providers.push(`content:${scheme}`), new Disposable(() => {})),
+  asRelativePath: (u: Uri) => {
+    const root = (workspace as any).workspaceFolders?.[0]?.uri.fsPath;
+    return root && u.fsPath.startsWith(root + "/") ? u.fsPath.slice(root.length + 1) : u.fsPath;
+  },
 });
 export const extensions = { getExtension: () => undefined };
 export class Position {
