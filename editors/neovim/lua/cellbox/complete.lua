@@ -27,13 +27,30 @@ local function code_to_cursor()
   return code, line_offset
 end
 
+-- The buffer's kernel if it exists and its language answers method (languages[].unsupported);
+-- quiet otherwise unless tell: completion that the kernel cannot give is just none.
+local function kernel_that(method, tell)
+  local kid = kernels.kernel(0)
+  if not kid then
+    return nil
+  end
+  local k = session.state.kernels[kid]
+  if k and not session.supports(k.language, method) then
+    if tell then
+      session.notify(session.unsupported_message(k.language, method), vim.log.levels.INFO)
+    end
+    return nil
+  end
+  return kid
+end
+
 -- The matches of the last omnifunc(1) and the column they start at.
 local last = { col = -3, matches = {} }
 
 --- Completion from the kernel: set 'omnifunc' to v:lua.require'cellbox'.omnifunc.
 function M.omnifunc(findstart, base)
   if findstart == 1 then
-    local kid = kernels.kernel(0)
+    local kid = kernel_that(methods.KernelComplete)
     if not kid then
       return -3
     end
@@ -57,7 +74,7 @@ end
 --- Completion candidates for the code before the cursor (for completion plugins):
 --- returns {matches, cursorStart, cursorEnd} with byte offsets on the cursor line.
 function M.complete()
-  local kid = kernels.kernel(0)
+  local kid = kernel_that(methods.KernelComplete)
   if not kid then
     return nil
   end
@@ -71,7 +88,7 @@ end
 
 --- K-style inspect of the name under the cursor, in a float. Returns the float's buf, win.
 function M.inspect()
-  local kid = kernels.kernel(0)
+  local kid = kernel_that(methods.KernelInspect, true)
   if not kid then
     return nil
   end
@@ -91,8 +108,10 @@ function M.inspect()
     return nil
   end
   local text = res.data["text/plain"] or res.data["text/markdown"] or vim.inspect(res.data)
+  -- R's help marks bold and underline with overstrikes ("_\bP"): keep the letters.
+  text = util.strip_ansi(text):gsub("[^\n]\b", "")
   local lines = {}
-  for _, l in ipairs(vim.split(util.strip_ansi(text), "\n", { plain = true })) do
+  for _, l in ipairs(vim.split(text, "\n", { plain = true })) do
     table.insert(lines, { l, "Normal" })
   end
   return util.open_float(lines, session.config().float, false, "cellbox-inspect")

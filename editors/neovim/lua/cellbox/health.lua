@@ -53,7 +53,14 @@ function M.check()
     local caps = init.capabilities or {}
     for _, l in ipairs(caps.languages or {}) do
       if l.available then
-        r.ok(string.format("language %s (%s %s)", l.id, l.displayName or "", l.version or ""))
+        local about = (l.displayName or "") .. ((l.version or "") ~= "" and (" " .. l.version) or "")
+        if l.id:sub(1, 8) == "jupyter:" then
+          about = about .. ", Jupyter kernel"
+        end
+        if l.unsupported and #l.unsupported > 0 then
+          about = about .. "; cannot: " .. table.concat(l.unsupported, ", ")
+        end
+        r.ok(string.format("language %s (%s)", l.id, about))
       else
         r.warn(string.format("language %s unavailable: %s", l.id, l.reason or "?"))
       end

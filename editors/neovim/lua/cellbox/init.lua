@@ -34,7 +34,9 @@ local default_config = {
   -- Workspace mode for kernels: "overlay" (default), "scratch" or "direct"; false: every kernel
   -- gets a scratch workspace of its own (and the workspace commands are unavailable).
   workspace = "overlay",
-  -- Filetype -> cellbox language.
+  -- Filetype -> cellbox language. A filetype without an entry runs in an available language whose
+  -- fileExtensions fit the buffer's file (or filetype): `r` buffers in the host's IRkernel,
+  -- `jupyter:ir`.
   languages = { python = "python", javascript = "javascript", sh = "bash", bash = "bash" },
   -- One kernel per buffer (false), or one per language shared by every buffer (true).
   share_kernel = false,
@@ -84,6 +86,7 @@ M.interrupt = kernels.interrupt
 M.restart = kernels.restart
 M.shutdown = kernels.shutdown
 M.status = kernels.status
+M.variables = kernels.variables
 
 -- Running code; M.last_exec is the execution started last.
 M.run_range = run.run_range

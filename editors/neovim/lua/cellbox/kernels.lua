@@ -10,11 +10,17 @@ local call, notify = session.call, session.notify
 
 local M = {}
 
---- The cellbox language of buf's filetype (config.languages), or nil.
+--- The cellbox language of buf: config.languages[filetype], else (connecting to learn the
+--- daemon's languages) one whose fileExtensions fit the buffer's file or filetype, such as
+--- `jupyter:ir` for R (session.language_for). nil if none.
 function M.language(buf)
-  buf = buf or api.nvim_get_current_buf()
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   local ft = api.nvim_buf_get_option(buf, "filetype")
-  return session.config().languages[ft]
+  local lang = session.config().languages[ft]
+  if lang then
+    return lang
+  end
+  return (session.language_for(ft, api.nvim_buf_get_name(buf)))
 end
 
 local function start_kernel(language)
@@ -53,6 +59,9 @@ function M.kernel(buf, start)
   end
   local lang = M.language(buf)
   if not lang then
+    if not session.client_or_err() then
+      return nil
+    end
     notify("no cellbox language for filetype '" .. api.nvim_buf_get_option(buf, "filetype") .. "' (see :h cellbox-languages)", vim.log.levels.ERROR)
     return nil
   end
@@ -107,12 +116,23 @@ function M.select_kernel(arg, buf)
       state.kernels[k.kernelId] = { id = k.kernelId, language = k.language, state = k.state }
     end
   end
-  table.insert(items, { kernelId = "new" })
+  local own = M.language(buf)
+  if own then
+    table.insert(items, { kernelId = "new" })
+  end
+  -- A new kernel of any available language: cellbox's own, then the host's Jupyter kernels.
+  for _, jupyter in ipairs({ false, true }) do
+    for _, l in ipairs(session.languages()) do
+      if l.available and session.is_jupyter(l.id) == jupyter and l.id ~= own then
+        table.insert(items, { kernelId = "new", language = l.id })
+      end
+    end
+  end
   vim.ui.select(items, {
     prompt = "cellbox kernel",
     format_item = function(k)
       if k.kernelId == "new" then
-        return "new " .. (M.language(buf) or "?") .. " kernel"
+        return "new " .. M.describe(k.language or own) .. " kernel"
       end
       return string.format("%s  %s  %s  [%d]", k.kernelId, k.language, k.state or "", k.executionCount or 0)
     end,
@@ -121,7 +141,7 @@ function M.select_kernel(arg, buf)
       return
     end
     if k.kernelId == "new" then
-      M.select_kernel("new", buf)
+      M.select_kernel(k.language or "new", buf)
     else
       if not state.kernels[k.kernelId] then
         state.kernels[k.kernelId] = { id = k.kernelId, language = k.language, state = k.state }
@@ -132,20 +152,94 @@ function M.select_kernel(arg, buf)
   end)
 end
 
-function M.interrupt(buf)
+--- "python", or "R (jupyter:ir, Jupyter kernel, sandboxed)" for the pickers.
+function M.describe(language)
+  local l = language and session.capability(language)
+  if not l then
+    return language or "?"
+  end
+  if session.is_jupyter(l.id) then
+    return string.format("%s (%s, Jupyter kernel, sandboxed)", l.displayName or l.id, l.id)
+  end
+  return l.id
+end
+
+--- Completion of :CellboxKernel: `new`, every available language of the daemon (Jupyter kernels
+--- as jupyter:NAME) and the kernels the plugin knows.
+function M.complete_kernel(arglead)
+  session.connect()
+  local out = { "new" }
+  for _, l in ipairs(session.languages()) do
+    if l.available then
+      table.insert(out, l.id)
+    end
+  end
+  local ids = vim.tbl_keys(state.kernels)
+  table.sort(ids)
+  vim.list_extend(out, ids)
+  return vim.tbl_filter(function(x)
+    return vim.startswith(x, arglead or "")
+  end, out)
+end
+
+-- The buffer's kernel and whether its language answers method; says why not when it does not.
+local function kernel_for(buf, method)
   local kid = M.kernel(buf, false)
   if not kid then
-    return notify("no kernel for this buffer", vim.log.levels.WARN)
+    notify("no kernel for this buffer", vim.log.levels.WARN)
+    return nil
   end
-  return call(methods.KernelInterrupt, { kernelId = kid })
+  local k = state.kernels[kid]
+  if k and not session.supports(k.language, method) then
+    notify(session.unsupported_message(k.language, method), vim.log.levels.INFO)
+    return nil
+  end
+  return kid
+end
+
+function M.interrupt(buf)
+  local kid = kernel_for(buf, methods.KernelInterrupt)
+  if kid then
+    return call(methods.KernelInterrupt, { kernelId = kid })
+  end
 end
 
 function M.restart(buf)
-  local kid = M.kernel(buf, false)
-  if not kid then
-    return notify("no kernel for this buffer", vim.log.levels.WARN)
+  local kid = kernel_for(buf, methods.KernelRestart)
+  if kid then
+    return call(methods.KernelRestart, { kernelId = kid }, 60000)
   end
-  return call(methods.KernelRestart, { kernelId = kid }, 60000)
+end
+
+--- :CellboxVariables: the variables of the buffer's kernel in a float (name, type, value).
+--- A kernel whose language cannot list them (a Jupyter kernel: languages[].unsupported) is not
+--- asked; a message says so. Returns the float's buf, win and the variables, or nil.
+function M.variables(buf)
+  local kid = kernel_for(buf, methods.KernelVariables)
+  if not kid then
+    return nil
+  end
+  local res = call(methods.KernelVariables, { kernelId = kid })
+  if not res then
+    return nil
+  end
+  local vars = res.variables or {}
+  if #vars == 0 then
+    notify("no variables defined yet", vim.log.levels.INFO)
+    return nil, nil, vars
+  end
+  local wname, wtype = 4, 4
+  for _, v in ipairs(vars) do
+    wname = math.max(wname, #v.name)
+    wtype = math.max(wtype, #(v.type or ""))
+  end
+  local lines = { { string.format("%-" .. wname .. "s  %-" .. wtype .. "s  %s", "name", "type", "value"), "CellboxInfo" } }
+  for _, v in ipairs(vars) do
+    local summary = (v.summary or ""):gsub("\n", " ")
+    table.insert(lines, { string.format("%-" .. wname .. "s  %-" .. wtype .. "s  %s", v.name, v.type or "", summary), "Normal" })
+  end
+  local fbuf, fwin = require("cellbox.util").open_float(lines, session.config().float, false, "cellbox-variables")
+  return fbuf, fwin, vars
 end
 
 function M.shutdown(buf)

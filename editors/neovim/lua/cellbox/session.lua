@@ -210,6 +210,117 @@ function M.disconnect()
   M.reset(c, "disconnected")
 end
 
+-- The daemon's languages ---------------------------------------------------------------------
+
+--- The prefix of an installed Jupyter kernel's language id: jupyter:NAME (PROTOCOL.md §8).
+M.jupyter_prefix = "jupyter:"
+
+function M.is_jupyter(id)
+  return type(id) == "string" and id:sub(1, #M.jupyter_prefix) == M.jupyter_prefix
+end
+
+--- initialize's capabilities.languages ({} before the connection is up).
+function M.languages()
+  local init = state.init or {}
+  return (init.capabilities or {}).languages or {}
+end
+
+--- The capability of language id, if the daemon lists it.
+function M.capability(id)
+  for _, l in ipairs(M.languages()) do
+    if l.id == id then
+      return l
+    end
+  end
+end
+
+--- Whether the kernels of language id answer method (languages[].unsupported, PROTOCOL.md §8).
+function M.supports(id, method)
+  local l = M.capability(id)
+  return not (l and l.unsupported and vim.tbl_contains(l.unsupported, method))
+end
+
+local actions = {
+  [methods.KernelVariables] = "list variables",
+  [methods.KernelComplete] = "complete code",
+  [methods.KernelInspect] = "show documentation",
+  [methods.KernelIsComplete] = "tell whether code is complete",
+  [methods.KernelInterrupt] = "be interrupted",
+  [methods.KernelRestart] = "be restarted",
+  [methods.KernelHistory] = "list its history",
+}
+
+--- "this kernel (jupyter:ir, R) cannot list variables"
+function M.unsupported_message(id, method)
+  local l = M.capability(id)
+  local name = id
+  if l and l.displayName and l.displayName ~= "" then
+    name = id .. ", " .. l.displayName
+  end
+  return string.format("this kernel (%s) cannot %s", name, actions[method] or ("answer " .. method))
+end
+
+-- 'filetype' -> the extension of that language, as the daemon gives it to a Jupyter kernel from
+-- its kernelspec's language (other filetypes try "." .. filetype: r -> .r).
+local filetype_extensions = { julia = ".jl", ruby = ".rb", typescript = ".ts", cpp = ".cpp", sh = ".sh", bash = ".sh", python = ".py", javascript = ".js" }
+
+--- The extension of a file name with its dot (".R"), or nil ("Makefile", ".bashrc").
+function M.extension(name)
+  return vim.fn.fnamemodify(name or "", ":t"):match("^.+(%.[^.]+)$")
+end
+
+--- The language a buffer of filetype ft and file name runs in when config.languages has no
+--- entry for ft: the language of id ft, else one whose fileExtensions include the file's extension
+--- (or the filetype's: an `r` buffer runs in `jupyter:ir`). Available before unavailable, and
+--- cellbox's own languages before Jupyter kernels (`.py` runs in `python`, not `jupyter:python3`);
+--- one that is not available only when nothing else fits, so that starting it says why.
+--- Needs the connection (initialize lists the languages): nil, err when there is none.
+function M.language_for(ft, name)
+  local _, e = M.connect()
+  if e then
+    return nil, e
+  end
+  local langs = M.languages()
+  local by_id
+  for _, l in ipairs(langs) do
+    if ft and ft ~= "" and l.id == ft then
+      by_id = l
+    end
+  end
+  if by_id and by_id.available then
+    return by_id.id
+  end
+  local exts = {}
+  local ext = M.extension(name)
+  if ext then
+    table.insert(exts, ext)
+  end
+  if ft and ft ~= "" then
+    table.insert(exts, filetype_extensions[ft] or ("." .. ft))
+  end
+  local function rank(l)
+    return (l.available and 0 or 2) + (M.is_jupyter(l.id) and 1 or 0)
+  end
+  for _, exact in ipairs({ true, false }) do
+    local best
+    for _, l in ipairs(langs) do
+      for _, le in ipairs(l.fileExtensions or {}) do
+        for _, x in ipairs(exts) do
+          if (exact and le == x) or (not exact and le:lower() == x:lower()) then
+            if not best or rank(l) < rank(best) then
+              best = l
+            end
+          end
+        end
+      end
+    end
+    if best and (best.available or not by_id) then
+      return best.id
+    end
+  end
+  return by_id and by_id.id or nil
+end
+
 -- The workspace ------------------------------------------------------------------------------
 
 --- The project the workspace overlays: config.root (a path or a function) or the cwd.
