@@ -44,6 +44,7 @@ type bridge struct {
 	dir    string // the private directory of the connection file and sockets
 	// fatal ends the bridge: the kernel can no longer be driven.
 	fatal chan error
+	reqs  *requestPipe
 
 	// mu guards the fields below. Lock order: wire.mu, then mu.
 	mu     sync.Mutex
@@ -55,6 +56,10 @@ type bridge struct {
 	pending  map[string]pendingRequest // by the msg_id of the request sent
 	// lastIOPub is when the last iopub message was dealt with.
 	lastIOPub time.Time
+	// interruptBefore: an execute request that begins before this offset
+	// of the request pipe was written before a SIGINT that came while
+	// nothing ran; it is interrupted once the kernel runs it.
+	interruptBefore int64
 	// iopubUp is closed when the first iopub message arrives: the
 	// subscription is in place (PUB drops what no subscriber takes).
 	iopubUp   chan struct{}
@@ -79,8 +84,8 @@ type env struct {
 // run drives the kernel of cfg: it starts it, tells the manager it is
 // ready, answers the manager's requests from reqs until they end, and
 // returns the bridge's exit code (the kernel's, when it died).
-func run(ctx context.Context, cfg Config, e env, reqs io.Reader, w *wire, interrupts <-chan os.Signal) int {
-	b := &bridge{cfg: cfg, w: w, pending: map[string]pendingRequest{}, iopubUp: make(chan struct{}), fatal: make(chan error, 1)}
+func run(ctx context.Context, cfg Config, e env, reqs *os.File, w *wire, interrupts <-chan os.Signal) int {
+	b := &bridge{cfg: cfg, w: w, reqs: newRequestPipe(reqs), pending: map[string]pendingRequest{}, iopubUp: make(chan struct{}), fatal: make(chan error, 1)}
 	timeout := DefaultStartTimeout
 	if cfg.StartTimeoutMs > 0 {
 		timeout = time.Duration(cfg.StartTimeoutMs) * time.Millisecond
@@ -97,7 +102,7 @@ func run(ctx context.Context, cfg Config, e env, reqs io.Reader, w *wire, interr
 	w.send(ready)
 
 	ended := make(chan error, 1)
-	go func() { ended <- b.serve(bufio.NewReaderSize(reqs, 64<<10)) }()
+	go func() { ended <- b.serve(bufio.NewReaderSize(b.reqs, 64<<10)) }()
 	for {
 		select {
 		case <-interrupts:
@@ -160,7 +165,7 @@ func (b *bridge) start(ctx context.Context, e env, deadline time.Time) (*languag
 	if err != nil {
 		return nil, err
 	}
-	k, err := startKernel(path, argv, kenv, e.dir, b.cfg.InterruptMode == "message", b.forward)
+	k, err := startKernel(path, argv, kenv, e.dir, b.forward)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}

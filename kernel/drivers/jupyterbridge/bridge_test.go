@@ -168,7 +168,7 @@ func (h *harness) wait(ok func(item) bool, d time.Duration) item {
 			h.exit <- code
 			h.t.Fatalf("the bridge exited with %d; stderr %q; items %+v", code, h.errb.bytes(0, 1<<30), h.all())
 		case <-time.After(time.Until(deadline)):
-			h.t.Fatalf("no such item within %v; items %+v", d, h.all())
+			h.t.Fatalf("no such item within %v; items %+v; stderr %q", d, h.all(), h.errb.bytes(0, 1<<20))
 		}
 	}
 }
@@ -363,21 +363,32 @@ func TestBridgeIPython(t *testing.T) {
 		t.Fatalf("variables = %+v", rep)
 	}
 
-	// An interrupt: SIGINT to the bridge's process group reaches the
-	// kernel and the bridge (here: one each, by hand).
+	// An interrupt: the manager's SIGINT to the bridge's process group
+	// (which the kernel, in a group of its own, does not get) reaches the
+	// kernel through the bridge.
+	if pg, err := syscall.Getpgid(h.pid); err != nil || pg != h.pid {
+		t.Fatalf("the kernel's process group is %d (%v), want its own", pg, err)
+	}
 	id, from = h.begin("import time\nprint('sleeping', flush=True)\ntime.sleep(60)", nil)
 	h.waitStdout("sleeping", 30*time.Second)
 	start := time.Now()
 	h.interrupts <- syscall.SIGINT
-	if err := syscall.Kill(h.pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
 	items = h.finish(id, from)
 	if d := doneOf(items); d["status"] != "interrupted" || len(eventsOf(items, "error")) != 1 || time.Since(start) > 30*time.Second {
 		t.Fatalf("interrupt: %+v", items)
 	}
 	if items = h.execute("'still here'", nil); doneOf(items)["status"] != "ok" {
 		t.Fatalf("after the interrupt: %+v", items)
+	}
+	// A SIGINT right after the request, which the bridge may take before
+	// it has read the request and the kernel would ignore before it runs
+	// the code, still interrupts it.
+	for range 5 {
+		id, from = h.begin("import time\ntime.sleep(60)", nil)
+		h.interrupts <- syscall.SIGINT
+		if d := doneOf(h.finish(id, from)); d["status"] != "interrupted" {
+			t.Fatalf("an early interrupt: %+v", d)
+		}
 	}
 
 	// The kernel dies: the bridge says so on stderr and exits with its code.
@@ -435,9 +446,6 @@ func TestBridgeIRkernel(t *testing.T) {
 	h.waitStdout("sleeping", 30*time.Second)
 	start := time.Now()
 	h.interrupts <- syscall.SIGINT
-	if err := syscall.Kill(h.pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
 	items = h.finish(id, from)
 	if d := doneOf(items); d["status"] != "interrupted" || len(eventsOf(items, "error")) != 1 || time.Since(start) > 30*time.Second {
 		t.Fatalf("interrupt: %+v", items)
@@ -469,5 +477,27 @@ func TestBridgeOversizedOutput(t *testing.T) {
 		if i == 20 {
 			t.Fatalf("after the oversized output: %+v", items)
 		}
+	}
+}
+
+// TestBridgeInterruptMessage: a kernel whose interrupt_mode is "message"
+// is interrupted by an interrupt_request.
+func TestBridgeInterruptMessage(t *testing.T) {
+	cfg := ipykernel(t)
+	cfg.InterruptMode = "message"
+	h := startHarness(t, cfg)
+	id, from := h.begin("import time\nprint('sleeping', flush=True)\ntime.sleep(60)", nil)
+	h.waitStdout("sleeping", 30*time.Second)
+	h.interrupts <- syscall.SIGINT
+	items := h.finish(id, from)
+	if d := doneOf(items); d["status"] != "interrupted" {
+		t.Fatalf("interrupt by message: %+v", items)
+	}
+	// An interrupt that comes before the kernel began the execution is
+	// held until it says busy.
+	id, from = h.begin("import time\ntime.sleep(60)", nil)
+	h.interrupts <- syscall.SIGINT
+	if d := doneOf(h.finish(id, from)); d["status"] != "interrupted" {
+		t.Fatalf("an early interrupt: %+v", d)
 	}
 }

@@ -22,6 +22,12 @@ import (
 // subscriber does not take in time, the idle too.
 const quietAfterReply = 10 * time.Second
 
+// replyAfterIdle is how long after the iopub idle the bridge waits for the
+// execute_reply: a kernel sends it just before, on shell, which drops
+// nothing, but ipykernel sends none when a KeyboardInterrupt lands in its
+// own code, before the cell's (an interrupt as the execution begins).
+const replyAfterIdle = 5 * time.Second
+
 // execution is the one execution running.
 type execution struct {
 	id    string // the manager's
@@ -31,33 +37,42 @@ type execution struct {
 	// cpu is the kernel's CPU time when the execution began (-1: unknown).
 	cpu time.Duration
 
-	busy, idle, replied bool
-	reply               *jupyter.Message
-	err                 *execError // the error output sent, if any
-	interrupted         bool       // an interrupt came while it ran
-	pendingInterrupt    bool       // one came before the kernel took the request
-	asking              *jupyter.Message
-	quiet               *time.Timer
+	silent bool
+	// started: the kernel runs the code (it published execute_input, or
+	// busy for a silent execution, which has no execute_input), since
+	// startedAt.
+	started, idle, replied bool
+	startedAt              time.Time
+	reply                  *jupyter.Message
+	err                    *execError // the error output sent, if any
+	interrupted            bool       // an interrupt came while it ran
+	pendingInterrupt       bool       // one came before the kernel took the request
+	asking                 *jupyter.Message
+	quiet                  *time.Timer
 }
 
 // serve answers the manager's requests until its pipe closes.
 func (b *bridge) serve(r *bufio.Reader) error {
+	var at int64 // where the next request begins in the pipe
 	for {
-		req, err := readRequest(r)
+		req, n, err := readRequest(r)
+		start := at
+		at += n
 		if err != nil {
 			if req != nil && req.ID == "" {
 				continue // a line that is not a request: nothing to answer
 			}
 			return err
 		}
-		b.request(req)
+		b.request(req, start)
 	}
 }
 
-func (b *bridge) request(req *request) {
+// request handles one request, which began at offset start of the pipe.
+func (b *bridge) request(req *request, start int64) {
 	switch req.Op {
 	case "execute":
-		b.execute(req)
+		b.execute(req, start)
 	case "input":
 		b.input(req)
 	case "complete":
@@ -77,8 +92,10 @@ func (b *bridge) request(req *request) {
 	}
 }
 
-// execute sends an execute_request for req.
-func (b *bridge) execute(req *request) {
+// execute sends an execute_request for req, which began at offset start
+// of the pipe: a SIGINT that came while nothing ran, after the manager
+// wrote it, is its (interruptBefore).
+func (b *bridge) execute(req *request, start int64) {
 	m, err := b.sess.New("execute_request", nil, map[string]any{
 		"code": req.Code, "silent": req.Silent, "store_history": req.StoreHistory,
 		"user_expressions": map[string]any{}, "allow_stdin": req.AllowStdin || req.Stdin != "",
@@ -91,7 +108,7 @@ func (b *bridge) execute(req *request) {
 		return
 	}
 	e := &execution{
-		id: req.ID, msgID: m.Header.MsgID, stdin: req.Stdin, allow: req.AllowStdin,
+		id: req.ID, msgID: m.Header.MsgID, silent: req.Silent, stdin: req.Stdin, allow: req.AllowStdin,
 		cpu: kernelCPU(b.kernel.pid),
 	}
 	b.w.mu.Lock()
@@ -99,6 +116,9 @@ func (b *bridge) execute(req *request) {
 	busy := b.cur != nil
 	if !busy {
 		b.cur = e
+		if start < b.interruptBefore {
+			e.interrupted, e.pendingInterrupt = true, true
+		}
 	}
 	b.mu.Unlock()
 	b.w.mu.Unlock()
@@ -130,31 +150,74 @@ func (b *bridge) endWith(id, status string, e *execError) {
 	b.w.eventLocked(&event{Ev: "done", ID: id, Status: status, Error: e})
 }
 
-// interrupt is a SIGINT from the manager (to the bridge's process group).
-// A kernel with interrupt_mode "signal" is in that group and got it too; one
-// with "message" gets an interrupt_request. A kernel that had not begun the
-// request yet (it ignores SIGINT while idle) gets it when it says busy.
+// interrupt is a SIGINT from the manager (to the bridge's process group,
+// which the kernel is not in). A kernel whose interrupt_mode is "signal"
+// gets SIGINT to its own process group, one whose mode is "message" an
+// interrupt_request, as Jupyter's clients interrupt; a kernel that has not
+// begun running the code yet gets it once it has: ipykernel ignores SIGINT
+// until it has published busy and set its handler, which it has when it
+// publishes execute_input. So the bridge, which knows where the kernel is,
+// decides when the kernel gets it.
 func (b *bridge) interrupt() {
 	b.mu.Lock()
 	e := b.cur
 	if e == nil {
+		// Nothing runs: the signal is for an execute the manager wrote
+		// before it and the bridge has not read yet, if any.
+		b.interruptBefore = b.reqs.mark()
 		b.mu.Unlock()
 		return
 	}
 	e.interrupted = true
-	if !e.busy {
+	if !e.started {
 		e.pendingInterrupt = true
 		b.mu.Unlock()
 		return
 	}
+	wait := settle - time.Since(e.startedAt)
 	b.mu.Unlock()
-	if b.cfg.InterruptMode == "message" {
-		b.sendInterrupt()
+	b.deliverInterruptAfter(e, wait)
+}
+
+// settle is how long after a kernel began an execution an interrupt waits
+// before it is delivered: a KeyboardInterrupt that lands in ipykernel's
+// own code as it sets the cell up (not in the cell) can leave the kernel
+// without an answer to the request (seen with ipykernel 6.17: one
+// interrupt in tens sent at the start of a cell hung it).
+const settle = 100 * time.Millisecond
+
+// startedLocked marks e started (b.mu held; it unlocks it) and delivers an
+// interrupt that came before.
+func (b *bridge) startedLocked(e *execution) {
+	deliver := !e.started && e.pendingInterrupt
+	if !e.started {
+		e.started, e.startedAt = true, time.Now()
+	}
+	e.pendingInterrupt = false
+	b.mu.Unlock()
+	if deliver {
+		b.deliverInterruptAfter(e, settle)
 	}
 }
 
-// deliverInterrupt interrupts the kernel itself: an interrupt that came
-// before the kernel began the execution.
+// deliverInterruptAfter interrupts the kernel after wait, if e still runs
+// then.
+func (b *bridge) deliverInterruptAfter(e *execution, wait time.Duration) {
+	if wait <= 0 {
+		b.deliverInterrupt()
+		return
+	}
+	time.AfterFunc(wait, func() {
+		b.mu.Lock()
+		still := b.cur == e
+		b.mu.Unlock()
+		if still {
+			b.deliverInterrupt()
+		}
+	})
+}
+
+// deliverInterrupt interrupts the kernel, by its interrupt_mode.
 func (b *bridge) deliverInterrupt() {
 	if b.cfg.InterruptMode == "message" {
 		b.sendInterrupt()
@@ -386,6 +449,9 @@ func (b *bridge) executeReply(m *jupyter.Message, parent string) {
 	e.replied, e.reply = true, m
 	if !e.idle {
 		// Wait for the idle, but not for ever (quietAfterReply).
+		if e.quiet != nil {
+			e.quiet.Stop()
+		}
 		e.quiet = time.AfterFunc(quietAfterReply, func() { b.quietEnd(e) })
 	}
 	end := e.idle
@@ -397,7 +463,8 @@ func (b *bridge) executeReply(m *jupyter.Message, parent string) {
 
 // quietEnd ends an execution whose idle never came, once iopub has been
 // quiet for quietAfterReply (an output being written to a slow manager
-// counts as activity until it is written).
+// counts as activity until it is written), or whose reply never came after
+// its idle.
 func (b *bridge) quietEnd(e *execution) {
 	b.w.mu.Lock()
 	defer b.w.mu.Unlock()
@@ -406,7 +473,7 @@ func (b *bridge) quietEnd(e *execution) {
 		b.mu.Unlock()
 		return
 	}
-	if quiet := time.Since(b.lastIOPub); quiet < quietAfterReply {
+	if quiet := time.Since(b.lastIOPub); e.replied && quiet < quietAfterReply {
 		e.quiet.Reset(quietAfterReply - quiet)
 		b.mu.Unlock()
 		return
@@ -473,15 +540,17 @@ func (b *bridge) iopub(m *jupyter.Message) {
 		_ = json.Unmarshal(m.Content, &c)
 		switch c.State {
 		case "busy":
-			deliver := !e.busy && e.pendingInterrupt
-			e.busy, e.pendingInterrupt = true, false
-			b.mu.Unlock()
-			if deliver {
-				b.deliverInterrupt()
+			if e.silent {
+				b.startedLocked(e) // unlocks
+				return
 			}
+			b.mu.Unlock()
 		case "idle":
 			e.idle = true
 			end := e.replied
+			if !end && e.quiet == nil {
+				e.quiet = time.AfterFunc(replyAfterIdle, func() { b.quietEnd(e) })
+			}
 			b.mu.Unlock()
 			if end {
 				b.finishLocked(e)
@@ -489,6 +558,10 @@ func (b *bridge) iopub(m *jupyter.Message) {
 		default:
 			b.mu.Unlock()
 		}
+		return
+	}
+	if m.Header.MsgType == "execute_input" {
+		b.startedLocked(e) // unlocks
 		return
 	}
 	b.mu.Unlock()
@@ -584,9 +657,11 @@ func (b *bridge) finishLocked(e *execution) {
 			status = "interrupted"
 		}
 	}
-	if e.reply == nil { // the idle came, the reply did not in time
-		status = "error"
-		replyErr = &execError{Ename: "BridgeError", Evalue: "the kernel sent no execute_reply"}
+	if e.reply == nil { // the idle came, the reply did not
+		status, replyErr = "error", &execError{Ename: "BridgeError", Evalue: "the kernel sent no execute_reply"}
+		if e.interrupted {
+			status, replyErr = "interrupted", &execError{}
+		}
 	}
 	done := &event{Ev: "done", ID: e.id, Status: status}
 	if cpu := kernelCPU(b.kernel.pid); cpu >= 0 && e.cpu >= 0 {

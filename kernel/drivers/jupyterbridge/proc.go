@@ -13,16 +13,17 @@ import (
 // kept to explain its death.
 const tailBytes = 4 << 10
 
-// kernelProc is the kernel's process, a child of the bridge: it dies with
-// the bridge (PR_SET_PDEATHSIG where the system has it; the manager also
-// kills the bridge's whole tree), and the bridge kills it when it ends.
+// kernelProc is the kernel's process, a child of the bridge in a process
+// group of its own (as Jupyter starts a kernel in a session of its own): it
+// dies with the bridge (PR_SET_PDEATHSIG where the system has it; the
+// manager also kills the bridge's whole tree), and the bridge kills its
+// group when it ends.
 type kernelProc struct {
-	cmd      *exec.Cmd
-	pid      int
-	ownGroup bool
-	exited   chan struct{} // closed when it has ended (st set)
-	st       exitStatus
-	output   sync.WaitGroup // its fds 1 and 2 read to the end
+	cmd    *exec.Cmd
+	pid    int
+	exited chan struct{} // closed when it has ended (st set)
+	st     exitStatus
+	output sync.WaitGroup // its fds 1 and 2 read to the end
 
 	mu   sync.Mutex
 	tail []byte // its stderr that was not forwarded
@@ -30,8 +31,8 @@ type kernelProc struct {
 
 // startKernel starts the kernel: argv with path as the program, stdin
 // /dev/null, fds 1 and 2 to pipes read into forward (which says whether it
-// took the bytes), in a process group of its own when ownGroup.
-func startKernel(path string, argv, env []string, dir string, ownGroup bool, forward func(name string, p []byte) bool) (*kernelProc, error) {
+// took the bytes), in a process group of its own.
+func startKernel(path string, argv, env []string, dir string, forward func(name string, p []byte) bool) (*kernelProc, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func startKernel(path string, argv, env []string, dir string, ownGroup bool, for
 		outW.Close()
 		return nil, err
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, Stdout: outW, Stderr: errW, SysProcAttr: sysProcAttr(ownGroup)}
+	cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, Stdout: outW, Stderr: errW, SysProcAttr: sysProcAttr()}
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
@@ -51,7 +52,7 @@ func startKernel(path string, argv, env []string, dir string, ownGroup bool, for
 		errR.Close()
 		return nil, err
 	}
-	k := &kernelProc{cmd: cmd, pid: cmd.Process.Pid, ownGroup: ownGroup, exited: make(chan struct{})}
+	k := &kernelProc{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
 	k.output.Add(2)
 	go k.read(outR, "stdout", forward)
 	go k.read(errR, "stderr", forward)
@@ -108,17 +109,18 @@ func (k *kernelProc) waitOutput(d time.Duration) {
 	}
 }
 
-// interrupt sends the kernel SIGINT.
+// interrupt sends SIGINT to the kernel's process group, as ^C does (and
+// jupyter_client for a kernel whose interrupt_mode is signal): programs
+// the kernel runs get it too.
 func (k *kernelProc) interrupt() {
-	if k.pid > 0 { // never a process group, or every process
-		_ = syscall.Kill(k.pid, syscall.SIGINT)
+	if k.pid > 0 { // -0 would be the bridge's own group, -1 every process
+		_ = syscall.Kill(-k.pid, syscall.SIGINT)
 	}
 }
 
-// kill ends the kernel (and its process group, when it has its own) and
-// waits a little for it.
+// kill ends the kernel and its process group, and waits a little for it.
 func (k *kernelProc) kill() {
-	if k.ownGroup {
+	if k.pid > 0 {
 		_ = syscall.Kill(-k.pid, syscall.SIGKILL)
 	}
 	_ = k.cmd.Process.Kill()

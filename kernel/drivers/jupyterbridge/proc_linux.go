@@ -13,11 +13,11 @@ import (
 
 // sysProcAttr: the kernel is killed when the bridge's thread that started
 // it ends (the Go runtime ends a thread only when a goroutine locked to it
-// exits, which the bridge never does), and has a process group of its own
-// when ownGroup (interrupt_mode message: the manager's SIGINT to the
-// bridge's group must not reach it).
-func sysProcAttr(ownGroup bool) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: ownGroup}
+// exits, which the bridge never does), and has a process group of its own:
+// the manager's SIGINT to the bridge's group does not reach it; the bridge
+// passes it on when the kernel can take it.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }
 
 // clockTick is USER_HZ, the unit of /proc/PID/stat's times (100 on every
@@ -90,4 +90,13 @@ func dieOf(sig syscall.Signal) {
 	_ = unix.Kill(os.Getpid(), sig)
 	time.Sleep(time.Second) // the signal is on its way
 	os.Exit(128 + int(sig))
+}
+
+// pipeHolds is how many bytes the pipe fd holds (FIONREAD).
+func pipeHolds(fd int) int {
+	n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
+	if err != nil {
+		return 0
+	}
+	return n
 }

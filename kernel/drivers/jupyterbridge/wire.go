@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // The bridge's side of the driver contract (kernel/drivers/README.md):
@@ -37,14 +40,66 @@ const maxRequestBytes = 256 << 20
 // errRequestTooLong: a request line over maxRequestBytes.
 var errRequestTooLong = errors.New("jupyter bridge: a request line is longer than the limit")
 
-// readRequest reads the next request line; io.EOF when the manager closed
-// the pipe.
-func readRequest(r *bufio.Reader) (*request, error) {
+// requestPipe is the manager's request pipe, read through a count of what
+// was taken from it, so that a SIGINT can be placed among the requests:
+// what the manager had written when it sent the signal is what was taken
+// plus what the pipe holds (mark).
+type requestPipe struct {
+	f  *os.File // kept: its finalizer would close fd
+	fd int
+	mu sync.Mutex // guards n and makes a read and the count one step
+	n  int64      // bytes read from the pipe
+}
+
+func newRequestPipe(f *os.File) *requestPipe {
+	return &requestPipe{f: f, fd: int(f.Fd())} // Fd makes it blocking
+}
+
+func (p *requestPipe) Read(b []byte) (int, error) {
+	for {
+		// Wait outside the lock: mark must not wait for the manager.
+		pfd := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
+			return 0, err
+		}
+		p.mu.Lock()
+		n, err := unix.Read(p.fd, b)
+		if n > 0 {
+			p.n += int64(n)
+		}
+		p.mu.Unlock()
+		switch {
+		case n > 0:
+			return n, nil
+		case err == unix.EAGAIN || err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		}
+		return 0, io.EOF
+	}
+}
+
+// mark is how many bytes the manager has written to the pipe so far.
+func (p *requestPipe) mark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n + int64(pipeHolds(p.fd))
+}
+
+// readRequest reads the next request line and says how many bytes it
+// took; io.EOF when the manager closed the pipe.
+func readRequest(r *bufio.Reader) (*request, int64, error) {
+	req, line, err := readLine(r)
+	return req, int64(line), err
+}
+
+func readLine(r *bufio.Reader) (*request, int, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if len(line)+len(chunk) > maxRequestBytes {
-			return nil, errRequestTooLong
+			return nil, len(line), errRequestTooLong
 		}
 		line = append(line, chunk...)
 		if err == nil {
@@ -54,15 +109,15 @@ func readRequest(r *bufio.Reader) (*request, error) {
 			continue
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
-			return nil, err
+			return nil, len(line), err
 		}
 		break // a last line without its newline
 	}
 	var req request
 	if err := json.Unmarshal(line, &req); err != nil {
-		return &request{}, fmt.Errorf("jupyter bridge: bad request: %w", err)
+		return &request{}, len(line), fmt.Errorf("jupyter bridge: bad request: %w", err)
 	}
-	return &req, nil
+	return &req, len(line), nil
 }
 
 // execError is an error as the driver contract carries it.
