@@ -207,9 +207,9 @@ func TestHugeFrameRefused(t *testing.T) {
 // so it would otherwise hold up every later client), and a client connects
 // after it.
 func TestSilentPeerIsDropped(t *testing.T) {
-	old := handshakeTimeout
-	handshakeTimeout = 300 * time.Millisecond
-	defer func() { handshakeTimeout = old }()
+	old := handshakeTimeout.Load()
+	handshakeTimeout.Store(int64(300 * time.Millisecond))
+	defer handshakeTimeout.Store(old)
 	k, _, ci := pair(t, "tcp")
 	silent, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(ci.ControlPort)))
 	if err != nil {
@@ -226,7 +226,7 @@ func TestSilentPeerIsDropped(t *testing.T) {
 			break
 		}
 	}
-	handshakeTimeout = old
+	handshakeTimeout.Store(old)
 	signer, _ := NewSigner(ci.SignatureScheme, []byte(ci.Key))
 	c2, err := Dial(context.Background(), ci, signer, NewSession("second"))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -34,7 +35,9 @@ const (
 // variable for tests). The library completes handshakes one at a time on
 // its accept loop, so a peer that connects and stays silent holds up the
 // clients behind it this long; Jupyter's clients greet at once.
-var handshakeTimeout = 3 * time.Second
+var handshakeTimeout atomic.Int64 // nanoseconds
+
+func init() { handshakeTimeout.Store(int64(3 * time.Second)) }
 
 const (
 	tcpScheme = "cellbox+tcp"
@@ -145,7 +148,7 @@ func (c *guardConn) flush() error {
 }
 
 func newGuardConn(c net.Conn) *guardConn {
-	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(time.Duration(handshakeTimeout.Load())))
 	return &guardConn{Conn: c, g: frameGuard{maxMessage: MaxMessageBytes, maxFrames: MaxFrames},
 		w: frameGuard{maxMessage: math.MaxInt64, maxFrames: math.MaxInt}}
 }
