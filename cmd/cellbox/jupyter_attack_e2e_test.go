@@ -173,3 +173,34 @@ func dialJupyter(t *testing.T, ctx context.Context, ci *jupyter.ConnectionInfo, 
 	}
 	return c
 }
+
+// TestJupyterKernelStartFails: a kernelspec whose language the daemon
+// cannot start (a stale spec, an interpreter removed) makes the kernel
+// process end with the daemon's reason on stderr, so Jupyter's client sees
+// the kernel die and shows why, rather than a kernel that never answers.
+func TestJupyterKernelStartFails(t *testing.T) {
+	d := startReviewDaemon(t)
+	sockDir, err := os.MkdirTemp("", "cbjk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	ci := jupyter.ConnectionInfo{Transport: "ipc", IP: filepath.Join(sockDir, "k"), ShellPort: 1, IOPubPort: 2, StdinPort: 3,
+		ControlPort: 4, HBPort: 5, Key: "k", SignatureScheme: "hmac-sha256"}
+	b, _ := json.Marshal(ci)
+	connFile := filepath.Join(sockDir, "kernel.json")
+	if err := os.WriteFile(connFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cellboxBin, "jupyter-kernel", "--language", "cobol", "-f", connFile)
+	cmd.Env, cmd.Dir = d.env, t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "start a cobol kernel") {
+		t.Fatalf("stderr does not say why:\n%s", out)
+	}
+}

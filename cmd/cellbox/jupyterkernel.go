@@ -144,23 +144,44 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := client.Call(ctx, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{Root: root, Mode: protocol.WorkspaceModeOverlay, Name: cfg.name}, &ws); err != nil {
 		return fail("open the overlay workspace of %s: %v", root, err)
 	}
-	var started protocol.KernelStartResult
-	if err := client.Call(ctx, protocol.MethodKernelStart, protocol.KernelStartParams{Language: cfg.language, WorkspaceID: ws.WorkspaceID}, &started); err != nil {
-		return fail("start a %s kernel: %v", cfg.language, err)
+	// Jupyter's client is ready as soon as kernel_info is answered, from
+	// initialize's languages; the kernel starts meanwhile, and requests
+	// that need it wait for it.
+	li := protocol.LanguageInfo{Name: cfg.language}
+	for _, l := range client.Capabilities().Languages {
+		if l.ID == cfg.language {
+			li.Version = l.Version
+			if len(l.FileExtensions) > 0 {
+				li.FileExtension = l.FileExtensions[0]
+			}
+		}
 	}
-	log.Info("kernel started", "kernel", started.KernelID, "workspace", ws.WorkspaceID, "root", root)
-
 	srv = jupyter.NewServer(jupyter.ServerOptions{
 		Sockets:  socks,
 		Caller:   client,
-		KernelID: started.KernelID,
-		Language: started.LanguageInfo,
-		Banner: fmt.Sprintf("cellbox %s kernel %s, sandboxed: /workspace is an overlay of %s (review its writes with cellbox changes, diff and commit)",
-			cfg.language, started.LanguageInfo.Version, root),
+		Language: li,
+		Banner: fmt.Sprintf("cellbox %s kernel, sandboxed: /workspace is an overlay of %s (review its writes with cellbox changes, diff and commit)",
+			cfg.language, root),
 		Version: cellboxVersion(),
 		Logger:  log,
 	})
 	close(ready)
+	var started protocol.KernelStartResult
+	startErr := make(chan error, 1)
+	startDone := make(chan struct{}) // started is set
+	go func() {
+		defer close(startDone)
+		err := client.Call(ctx, protocol.MethodKernelStart, protocol.KernelStartParams{Language: cfg.language, WorkspaceID: ws.WorkspaceID}, &started)
+		if err != nil {
+			err = fmt.Errorf("start a %s kernel: %w", cfg.language, err)
+			log.Error(err.Error())
+			fmt.Fprintf(stderr, "cellbox jupyter-kernel: %v\n", err)
+		} else {
+			log.Info("kernel started", "kernel", started.KernelID, "workspace", ws.WorkspaceID, "root", root)
+		}
+		srv.Started(started.KernelID, started.LanguageInfo, err)
+		startErr <- err
+	}()
 
 	// Jupyter's signal interrupt mode sends SIGINT to this process.
 	sigs := make(chan os.Signal, 1)
@@ -189,11 +210,23 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}()
 
+	go func() {
+		// A kernel that cannot start ends this process, after the requests
+		// that waited for it were answered with the reason: Jupyter's
+		// client sees the kernel die.
+		if <-startErr != nil {
+			stopServe()
+		}
+	}()
 	_ = srv.Serve(serveCtx)
 	select {
 	case <-srv.Done(): // shut down by a client: kernel/shutdown was called
 		return 0
 	default:
+	}
+	<-startDone
+	if started.KernelID == "" {
+		return 1
 	}
 	// Ended by a signal or a lost daemon: shut the cellbox kernel down.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

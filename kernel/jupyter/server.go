@@ -35,6 +35,14 @@ type Server struct {
 	mu    sync.Mutex // the running execution and its stream buffer
 	cur   *execution
 	count int // the kernel's execution count, as last reported
+
+	// started is closed when the cellbox kernel has started (Started);
+	// kid, li and startErr are set before.
+	started     chan struct{}
+	startedOnce sync.Once
+	kid         string
+	li          protocol.LanguageInfo
+	startErr    error
 }
 
 // Caller carries out a PROTOCOL.md method.
@@ -44,10 +52,14 @@ type Caller interface {
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
-	Sockets  *KernelSockets
-	Caller   Caller
+	Sockets *KernelSockets
+	Caller  Caller
+	// KernelID is the cellbox kernel's; when it is empty, the kernel is
+	// still starting and Started says when it has.
 	KernelID string
-	// Language is the cellbox kernel's, from kernel/start.
+	// Language is the cellbox kernel's, from kernel/start (or, while it
+	// starts, from initialize's languages): kernel_info_reply's
+	// language_info.
 	Language protocol.LanguageInfo
 	// Banner is kernel_info_reply's banner.
 	Banner string
@@ -94,12 +106,50 @@ func NewServer(o ServerOptions) *Server {
 	if o.StreamDelay == 0 {
 		o.StreamDelay = 50 * time.Millisecond
 	}
-	return &Server{
+	s := &Server{
 		o:       o,
 		session: NewSession("cellbox"),
 		shell:   make(chan *Message, 256),
 		inputs:  make(chan *Message, 1),
 		done:    make(chan struct{}),
+		started: make(chan struct{}),
+	}
+	if o.KernelID != "" {
+		s.Started(o.KernelID, o.Language, nil)
+	}
+	return s
+}
+
+// Started says the cellbox kernel has started (or failed to, with err).
+// Until then the server answers kernel_info and holds every request that
+// needs the kernel, so a Jupyter client is ready while the kernel starts.
+func (s *Server) Started(kernelID string, li protocol.LanguageInfo, err error) {
+	s.startedOnce.Do(func() {
+		s.kid, s.li, s.startErr = kernelID, li, err
+		close(s.started)
+	})
+}
+
+// kernel waits for the cellbox kernel and returns its id.
+func (s *Server) kernel(ctx context.Context) (string, error) {
+	select {
+	case <-s.started:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if s.startErr != nil {
+		return "", fmt.Errorf("the cellbox kernel did not start: %w", s.startErr)
+	}
+	return s.kid, nil
+}
+
+// kernelNow is the cellbox kernel's id, or "" while it starts.
+func (s *Server) kernelNow() string {
+	select {
+	case <-s.started:
+		return s.kid
+	default:
+		return ""
 	}
 }
 
@@ -254,7 +304,11 @@ func (s *Server) Interrupt(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return s.o.Caller.Call(ctx, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: s.o.KernelID}, nil)
+	id := s.kernelNow()
+	if id == "" {
+		return nil // nothing runs yet
+	}
+	return s.o.Caller.Call(ctx, protocol.MethodKernelInterrupt, protocol.KernelIDParams{KernelID: id}, nil)
 }
 
 // shutdown shuts the cellbox kernel down and ends Serve. A restart is a
@@ -265,7 +319,10 @@ func (s *Server) shutdown(ctx context.Context, m *Message, on *Socket) {
 		Restart bool `json:"restart"`
 	}
 	_ = json.Unmarshal(m.Content, &c)
-	err := s.o.Caller.Call(ctx, protocol.MethodKernelShutdown, protocol.KernelIDParams{KernelID: s.o.KernelID}, nil)
+	id, err := s.kernel(ctx)
+	if err == nil {
+		err = s.o.Caller.Call(ctx, protocol.MethodKernelShutdown, protocol.KernelIDParams{KernelID: id}, nil)
+	}
 	content := statusOf(err)
 	content["restart"] = c.Restart
 	s.replyOn(on, m, "shutdown_reply", content)
@@ -286,6 +343,12 @@ func errorContent(ename, evalue string) map[string]any {
 
 func (s *Server) kernelInfo() map[string]any {
 	li := s.o.Language
+	if s.kernelNow() != "" {
+		li = s.li
+	}
+	if li.Mimetype == "" {
+		li.Mimetype = map[string]string{"python": "text/x-python", "javascript": "application/javascript", "bash": "text/x-sh"}[li.Name]
+	}
 	info := map[string]any{
 		"name": li.Name, "version": li.Version, "mimetype": li.Mimetype, "file_extension": li.FileExtension,
 	}
@@ -326,6 +389,13 @@ func (s *Server) execute(ctx context.Context, m *Message) (abort int) {
 	if c.StoreHistory != nil {
 		store = *c.StoreHistory && !c.Silent
 	}
+	kid, err := s.kernel(ctx)
+	if err != nil {
+		ee := protocol.ExecuteError{Ename: "CellboxError", Evalue: err.Error(), Traceback: []string{"CellboxError: " + err.Error()}}
+		s.publish(m, "error", map[string]any{"ename": ee.Ename, "evalue": ee.Evalue, "traceback": ee.Traceback})
+		s.reply(m, "execute_reply", map[string]any{"status": "error", "execution_count": s.count, "ename": ee.Ename, "evalue": ee.Evalue, "traceback": ee.Traceback, "user_expressions": map[string]any{}, "payload": []any{}})
+		return len(s.shell)
+	}
 	e := &execution{req: m, id: NewID(), allowStdin: c.AllowStdin == nil || *c.AllowStdin, started: make(chan struct{}), code: c.Code}
 	s.mu.Lock()
 	if !c.Silent {
@@ -335,8 +405,8 @@ func (s *Server) execute(ctx context.Context, m *Message) (abort int) {
 	s.mu.Unlock()
 	noStop := false
 	var res protocol.ExecuteResult
-	err := s.o.Caller.Call(ctx, protocol.MethodKernelExecute, protocol.KernelExecuteParams{
-		KernelID: s.o.KernelID, Code: c.Code, ExecutionID: e.id, Silent: c.Silent,
+	err = s.o.Caller.Call(ctx, protocol.MethodKernelExecute, protocol.KernelExecuteParams{
+		KernelID: kid, Code: c.Code, ExecutionID: e.id, Silent: c.Silent,
 		StoreHistory: &store, AllowStdin: e.allowStdin, StopOnError: &noStop,
 	}, &res)
 
@@ -466,7 +536,7 @@ func (s *Server) Output(p protocol.KernelOutputParams) {
 // Status takes the kernel's kernel/status notifications: busy means the
 // daemon has begun the execution this server sent (it sends one at a time).
 func (s *Server) Status(p protocol.KernelStatusParams) {
-	if p.KernelID != s.o.KernelID || p.State != protocol.KernelStateBusy {
+	if p.KernelID != s.kernelNow() || p.State != protocol.KernelStateBusy {
 		return
 	}
 	s.mu.Lock()
@@ -561,7 +631,11 @@ func (s *Server) complete(ctx context.Context, m *Message) {
 		return
 	}
 	var res protocol.KernelCompleteResult
-	if err := s.o.Caller.Call(ctx, protocol.MethodKernelComplete, protocol.KernelCompleteParams{KernelID: s.o.KernelID, Code: c.Code, CursorPos: c.CursorPos}, &res); err != nil {
+	kid, err := s.kernel(ctx)
+	if err == nil {
+		err = s.o.Caller.Call(ctx, protocol.MethodKernelComplete, protocol.KernelCompleteParams{KernelID: kid, Code: c.Code, CursorPos: c.CursorPos}, &res)
+	}
+	if err != nil {
 		s.reply(m, "complete_reply", errorContent("CellboxError", err.Error()))
 		return
 	}
@@ -582,7 +656,11 @@ func (s *Server) inspect(ctx context.Context, m *Message) {
 		return
 	}
 	var res protocol.KernelInspectResult
-	if err := s.o.Caller.Call(ctx, protocol.MethodKernelInspect, protocol.KernelInspectParams{KernelID: s.o.KernelID, Code: c.Code, CursorPos: c.CursorPos, DetailLevel: min(max(c.DetailLevel, 0), 1)}, &res); err != nil {
+	kid, err := s.kernel(ctx)
+	if err == nil {
+		err = s.o.Caller.Call(ctx, protocol.MethodKernelInspect, protocol.KernelInspectParams{KernelID: kid, Code: c.Code, CursorPos: c.CursorPos, DetailLevel: min(max(c.DetailLevel, 0), 1)}, &res)
+	}
+	if err != nil {
 		s.reply(m, "inspect_reply", errorContent("CellboxError", err.Error()))
 		return
 	}
@@ -602,7 +680,11 @@ func (s *Server) isComplete(ctx context.Context, m *Message) {
 		return
 	}
 	var res protocol.KernelIsCompleteResult
-	if err := s.o.Caller.Call(ctx, protocol.MethodKernelIsComplete, protocol.KernelIsCompleteParams{KernelID: s.o.KernelID, Code: c.Code}, &res); err != nil {
+	kid, err := s.kernel(ctx)
+	if err == nil {
+		err = s.o.Caller.Call(ctx, protocol.MethodKernelIsComplete, protocol.KernelIsCompleteParams{KernelID: kid, Code: c.Code}, &res)
+	}
+	if err != nil {
 		s.reply(m, "is_complete_reply", map[string]any{"status": "unknown"})
 		return
 	}
@@ -631,7 +713,12 @@ func (s *Server) history(ctx context.Context, m *Message) {
 		s.reply(m, "history_reply", errorContent("BadRequest", err.Error()))
 		return
 	}
-	p := protocol.KernelHistoryParams{KernelID: s.o.KernelID}
+	kid, err := s.kernel(ctx)
+	if err != nil {
+		s.reply(m, "history_reply", errorContent("CellboxError", err.Error()))
+		return
+	}
+	p := protocol.KernelHistoryParams{KernelID: kid}
 	switch c.Access {
 	case "tail":
 		p.N = c.N
@@ -681,7 +768,7 @@ func (s *Server) publish(parent *Message, msgType string, content any) {
 		s.o.Logger.Error("make an iopub message", "msg_type", msgType, "err", err)
 		return
 	}
-	m.Identities = [][]byte{[]byte("kernel." + s.o.KernelID + "." + msgType)}
+	m.Identities = [][]byte{[]byte("kernel." + s.session.ID + "." + msgType)}
 	if err := s.o.Sockets.IOPub.Send(m); err != nil && !Closed(err) {
 		s.o.Logger.Warn("publish", "msg_type", msgType, "err", err)
 	}
