@@ -175,9 +175,10 @@ func dialJupyter(t *testing.T, ctx context.Context, ci *jupyter.ConnectionInfo, 
 }
 
 // TestJupyterKernelStartFails: a kernelspec whose language the daemon
-// cannot start (a stale spec, an interpreter removed) makes the kernel
-// process end with the daemon's reason on stderr, so Jupyter's client sees
-// the kernel die and shows why, rather than a kernel that never answers.
+// cannot start (a stale spec, an interpreter removed) leaves the kernel
+// process answering, and every execution gets the daemon's reason, which
+// Jupyter shows in the notebook (a process that ended would be restarted
+// and fail again, with the reason only in the server's log).
 func TestJupyterKernelStartFails(t *testing.T) {
 	d := startReviewDaemon(t)
 	sockDir, err := os.MkdirTemp("", "cbjk-")
@@ -196,11 +197,32 @@ func TestJupyterKernelStartFails(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cellboxBin, "jupyter-kernel", "--language", "cobol", "-f", connFile)
 	cmd.Env, cmd.Dir = d.env, t.TempDir()
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit: %v\n%s", err, out)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "start a cobol kernel") {
-		t.Fatalf("stderr does not say why:\n%s", out)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	c := dialJupyter(t, ctx, &ci, ci.Key)
+	for i := range 2 { // the first may wait for the start, the second comes after it
+		req, _ := jupyter.NewSession("t").New("execute_request", nil, map[string]any{"code": "1", "silent": false})
+		if err := c.Shell.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := c.Shell.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var content struct {
+			Status string `json:"status"`
+			Evalue string `json:"evalue"`
+		}
+		_ = json.Unmarshal(rep.Content, &content)
+		if rep.Header.MsgType != "execute_reply" || content.Status != "error" || !strings.Contains(content.Evalue, "start a cobol kernel") {
+			t.Fatalf("execution %d: %s %s", i, rep.Header.MsgType, rep.Content)
+		}
+	}
+	if !strings.Contains(stderr.String(), "start a cobol kernel") {
+		t.Fatalf("stderr does not say why:\n%s", stderr.String())
 	}
 }

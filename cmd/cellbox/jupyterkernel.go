@@ -63,6 +63,12 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "cellbox jupyter-kernel: %s\n", msg)
 		return 1
 	}
+	// Jupyter's signal interrupt mode sends SIGINT to this process: caught
+	// from the start (main leaves SIGINT to this command), so an early one
+	// cannot kill the kernel.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	defer signal.Stop(sigs)
 	if cfg.root == "" {
 		cfg.root, _ = os.Getwd()
 	}
@@ -74,6 +80,9 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 	ci, err := jupyter.ReadConnectionFile(cfg.connFile)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if ci.Key == "" && ci.Transport == "tcp" {
+		fmt.Fprintln(stderr, "cellbox jupyter-kernel: warning: the connection file has no key, so messages are not signed and any local user can run code in this kernel's workspace")
 	}
 	signer, err := jupyter.NewSigner(ci.SignatureScheme, []byte(ci.Key))
 	if err != nil {
@@ -167,7 +176,6 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 	})
 	close(ready)
 	var started protocol.KernelStartResult
-	startErr := make(chan error, 1)
 	startDone := make(chan struct{}) // started is set
 	go func() {
 		defer close(startDone)
@@ -179,14 +187,13 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 		} else {
 			log.Info("kernel started", "kernel", started.KernelID, "workspace", ws.WorkspaceID, "root", root)
 		}
+		// A kernel that cannot start leaves the process up, answering
+		// every execution with the reason, which Jupyter shows in the
+		// notebook (a process that ended would be restarted, and fail
+		// again, with the reason only in the server's log).
 		srv.Started(started.KernelID, started.LanguageInfo, err)
-		startErr <- err
 	}()
 
-	// Jupyter's signal interrupt mode sends SIGINT to this process.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	defer signal.Stop(sigs)
 	serveCtx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	go func() {
@@ -210,14 +217,6 @@ func runJupyterKernel(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}()
 
-	go func() {
-		// A kernel that cannot start ends this process, after the requests
-		// that waited for it were answered with the reason: Jupyter's
-		// client sees the kernel die.
-		if <-startErr != nil {
-			stopServe()
-		}
-	}()
 	_ = srv.Serve(serveCtx)
 	select {
 	case <-srv.Done(): // shut down by a client: kernel/shutdown was called

@@ -506,13 +506,13 @@ function awaitSigint() {
       clearTimeout(timer);
       if (sigintDue !== due) return;
       sigintDue = null;
-      if (due.next) execute(due.next);
+      if (due.next) execute(due.next, due.interrupted);
     },
   };
   const timer = setTimeout(() => due.release(), sigintWaitMs);
 }
 
-function execute(req) {
+function execute(req, interrupted) {
   if (sigintDue) { sigintDue.next = req; return; }
   const ex = cur = {
     sigints,
@@ -520,6 +520,7 @@ function execute(req) {
     allowStdin: !!req.allowStdin, cpu: process.cpuUsage(), ended: false,
     inputs: [], inputChain: Promise.resolve(),
   };
+  if (interrupted) return finish(ex, 'interrupted'); // interrupted while it waited to begin
   let c;
   try {
     c = compile(String(req.code == null ? '' : req.code), req.count | 0, req.source);
@@ -826,6 +827,8 @@ function handle(line) {
     if (cur && cur.id === req.id && !cur.ended) {
       if (sigints === cur.sigints) awaitSigint();
       finish(cur, 'interrupted');
+    } else if (sigintDue && sigintDue.next && sigintDue.next.id === req.id) {
+      sigintDue.interrupted = true; // it waits for the last one's signal: it ends when it would begin
     }
     return;
   }

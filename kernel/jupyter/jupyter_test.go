@@ -253,6 +253,8 @@ type countConn struct {
 	writes [][]byte
 }
 
+func (c *countConn) SetWriteDeadline(time.Time) error { return nil }
+
 func (c *countConn) Write(p []byte) (int, error) {
 	c.writes = append(c.writes, append([]byte(nil), p...))
 	return len(p), nil
@@ -294,5 +296,33 @@ func TestWritesGathered(t *testing.T) {
 	}
 	if len(cc.writes) != 2 || !bytes.Equal(cc.writes[1], want) {
 		t.Fatalf("%d writes; the message's: %q", len(cc.writes), cc.writes[len(cc.writes)-1])
+	}
+}
+
+// TestStalledPeerWriteTimesOut: a peer that stops reading does not hold a
+// writer (the library's PUB writes to subscribers in turn, under a lock)
+// past the write timeout; its connection is closed.
+func TestStalledPeerWriteTimesOut(t *testing.T) {
+	old := writeTimeout.Load()
+	writeTimeout.Store(int64(200 * time.Millisecond))
+	defer writeTimeout.Store(old)
+	a, b := net.Pipe() // b never reads
+	defer b.Close()
+	released := false
+	c := &guardConn{Conn: a, w: frameGuard{maxMessage: 1 << 40, maxFrames: 1 << 20}, release: func() { released = true }}
+	big := make([]byte, coalesceMax+1)
+	big[0] = 0xff // a greeting's first byte, then what follows is the rest of it and beyond
+	done := make(chan error, 1)
+	go func() { _, err := c.Write(big); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a write nobody reads succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write to a peer that does not read did not time out")
+	}
+	if !released {
+		t.Fatal("the connection was not closed")
 	}
 }

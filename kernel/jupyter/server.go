@@ -88,9 +88,13 @@ type execution struct {
 	// execution does and be lost.
 	started   chan struct{}
 	isStarted bool
-	code      string
-	count     int              // execute_input's execution_count; 0: silent
-	payload   []map[string]any // pager payloads
+	// ended is closed when kernel/execute has returned: an input request
+	// of the execution that still waits for its client gives up then (the
+	// daemon does not cancel it), so it cannot take the next one's reply.
+	ended   chan struct{}
+	code    string
+	count   int              // execute_input's execution_count; 0: silent
+	payload []map[string]any // pager payloads
 
 	name  protocol.StreamName // buffered stream text and its stream
 	text  strings.Builder
@@ -134,8 +138,12 @@ func (s *Server) Started(kernelID string, li protocol.LanguageInfo, err error) {
 func (s *Server) kernel(ctx context.Context) (string, error) {
 	select {
 	case <-s.started:
-	case <-ctx.Done():
-		return "", ctx.Err()
+	default:
+		select {
+		case <-s.started:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	}
 	if s.startErr != nil {
 		return "", fmt.Errorf("the cellbox kernel did not start: %w", s.startErr)
@@ -163,7 +171,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer cancel()
 	k := s.o.Sockets
 	var wg sync.WaitGroup
-	wg.Go(func() { s.read(ctx, k.Shell, "shell", func(m *Message) { s.shell <- m }) })
+	wg.Go(func() {
+		s.read(ctx, k.Shell, "shell", func(m *Message) {
+			select {
+			case s.shell <- m:
+			case <-ctx.Done():
+			}
+		})
+	})
 	wg.Go(func() { s.read(ctx, k.Control, "control", func(m *Message) { s.control(ctx, m) }) })
 	wg.Go(func() {
 		s.read(ctx, k.Stdin, "stdin", func(m *Message) {
@@ -224,7 +239,7 @@ func (s *Server) serveShell(ctx context.Context) {
 			s.publish(m, "status", map[string]string{"execution_state": "busy"})
 			abort := s.dispatch(ctx, m)
 			s.publish(m, "status", map[string]string{"execution_state": "idle"})
-			s.abortQueued(abort)
+			s.abortQueued(ctx, abort)
 		}
 	}
 }
@@ -232,7 +247,7 @@ func (s *Server) serveShell(ctx context.Context) {
 // abortQueued answers the first n requests queued behind a failed
 // execution (stop_on_error), those that were queued when it ended: execute
 // requests with status aborted, as ipykernel does, others as usual.
-func (s *Server) abortQueued(n int) {
+func (s *Server) abortQueued(ctx context.Context, n int) {
 	for ; n > 0; n-- {
 		select {
 		case m := <-s.shell:
@@ -240,7 +255,7 @@ func (s *Server) abortQueued(n int) {
 			if m.Header.MsgType == "execute_request" {
 				s.reply(m, "execute_reply", map[string]any{"status": "aborted", "execution_count": s.count})
 			} else {
-				s.dispatch(context.Background(), m)
+				s.dispatch(ctx, m)
 			}
 			s.publish(m, "status", map[string]string{"execution_state": "idle"})
 		default:
@@ -302,6 +317,12 @@ func (s *Server) Interrupt(ctx context.Context) error {
 		case <-e.started:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		s.mu.Lock()
+		running := s.cur == e
+		s.mu.Unlock()
+		if !running {
+			return nil // it ended meanwhile: the interrupt must not reach the next one
 		}
 	}
 	id := s.kernelNow()
@@ -396,7 +417,7 @@ func (s *Server) execute(ctx context.Context, m *Message) (abort int) {
 		s.reply(m, "execute_reply", map[string]any{"status": "error", "execution_count": s.count, "ename": ee.Ename, "evalue": ee.Evalue, "traceback": ee.Traceback, "user_expressions": map[string]any{}, "payload": []any{}})
 		return len(s.shell)
 	}
-	e := &execution{req: m, id: NewID(), allowStdin: c.AllowStdin == nil || *c.AllowStdin, started: make(chan struct{}), code: c.Code}
+	e := &execution{req: m, id: NewID(), allowStdin: c.AllowStdin == nil || *c.AllowStdin, started: make(chan struct{}), ended: make(chan struct{}), code: c.Code}
 	s.mu.Lock()
 	if !c.Silent {
 		e.count = s.count + 1
@@ -410,6 +431,7 @@ func (s *Server) execute(ctx context.Context, m *Message) (abort int) {
 		StoreHistory: &store, AllowStdin: e.allowStdin, StopOnError: &noStop,
 	}, &res)
 
+	close(e.ended)
 	s.mu.Lock()
 	s.startLocked(e) // if it never started (the kernel was dead)
 	s.flushLocked(e)
@@ -603,6 +625,8 @@ func (s *Server) Input(ctx context.Context, p protocol.KernelInputRequestParams)
 			return protocol.KernelInputReply{}, ctx.Err()
 		case <-s.done:
 			return protocol.KernelInputReply{}, errors.New("the kernel is shutting down")
+		case <-e.ended:
+			return protocol.KernelInputReply{}, errors.New("the execution ended")
 		case m := <-s.inputs:
 			// jupyter_client's input() sends its reply without a parent
 			// header: the reply is the first one after the request, as in

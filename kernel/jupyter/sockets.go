@@ -13,8 +13,11 @@ import (
 )
 
 // IOPubHWM bounds the iopub messages queued for subscribers; past it new
-// ones are dropped, as libzmq's PUB does at its high-water mark. Output is
-// already coalesced into few large stream messages before it gets here.
+// ones are dropped. The library keeps one queue for all subscribers (libzmq
+// keeps one a subscriber), so a subscriber that stops reading would hold
+// everyone's messages: the transport closes a connection whose writes stall
+// (writeTimeout). Output is gathered into few large stream messages before
+// it gets here.
 const IOPubHWM = 1000
 
 // quiet keeps the library's own log lines (a peer that failed its

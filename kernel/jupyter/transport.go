@@ -37,7 +37,23 @@ const (
 // clients behind it this long; Jupyter's clients greet at once.
 var handshakeTimeout atomic.Int64 // nanoseconds
 
-func init() { handshakeTimeout.Store(int64(3 * time.Second)) }
+func init() {
+	handshakeTimeout.Store(int64(3 * time.Second))
+	writeTimeout.Store(int64(10 * time.Second))
+}
+
+// writeTimeout bounds one write to a peer (a variable for tests). The
+// library's PUB socket writes to its subscribers in turn, holding its
+// lock, and its ROUTER waits for each send: a peer that stops reading (a
+// suspended client, or anyone subscribing to a tcp iopub port without the
+// key, which a subscription does not need) would stall every client. Its
+// connection is closed instead.
+var writeTimeout atomic.Int64 // nanoseconds
+
+// maxConns bounds the live connections of one listener: each can hold a
+// message in the making (up to MaxMessageBytes) before its signature is
+// checked. Jupyter's clients use one a socket.
+const maxConns = 64
 
 const (
 	tcpScheme = "cellbox+tcp"
@@ -73,7 +89,7 @@ func (g guarded) Listen(ctx context.Context, addr string) (net.Listener, error) 
 	if err != nil {
 		return nil, err
 	}
-	return guardListener{l}, nil
+	return guardListener{l, new(atomic.Int32)}, nil
 }
 
 func (g guarded) Addr(ep string) (string, error) {
@@ -83,14 +99,26 @@ func (g guarded) Addr(ep string) (string, error) {
 	return g.inner.Addr(ep)
 }
 
-type guardListener struct{ net.Listener }
+type guardListener struct {
+	net.Listener
+	live *atomic.Int32
+}
 
 func (l guardListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.live.Add(1) > maxConns {
+			l.live.Add(-1)
+			_ = c.Close()
+			continue
+		}
+		g := newGuardConn(c)
+		g.release = func() { l.live.Add(-1) }
+		return g, nil
 	}
-	return newGuardConn(c), nil
 }
 
 // guardConn checks the ZMTP 3 stream it reads: the 64-byte greeting, then
@@ -106,6 +134,30 @@ type guardConn struct {
 	wmu  sync.Mutex
 	w    frameGuard // follows what is written, to find where a message ends
 	wbuf []byte
+
+	closeOnce sync.Once
+	release   func() // gives the listener's slot back
+}
+
+func (c *guardConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() {
+		if c.release != nil {
+			c.release()
+		}
+	})
+	return err
+}
+
+// write writes to the peer within writeTimeout, closing the connection
+// when it does not read.
+func (c *guardConn) write(p []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Duration(writeTimeout.Load())))
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		_ = c.Close()
+	}
+	return n, err
 }
 
 // coalesceMax is the most a connection gathers before it writes; a larger
@@ -123,7 +175,7 @@ func (c *guardConn) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		if len(p) >= coalesceMax {
-			return c.Conn.Write(p)
+			return c.write(p)
 		}
 	}
 	c.wbuf = append(c.wbuf, p...)
@@ -139,7 +191,7 @@ func (c *guardConn) flush() error {
 	if len(c.wbuf) == 0 {
 		return nil
 	}
-	_, err := c.Conn.Write(c.wbuf)
+	_, err := c.write(c.wbuf)
 	c.wbuf = c.wbuf[:0]
 	if cap(c.wbuf) > coalesceMax {
 		c.wbuf = nil
@@ -155,15 +207,16 @@ func newGuardConn(c net.Conn) *guardConn {
 
 func (c *guardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if err != nil && !c.g.handshook {
-		// The library does not close a connection whose handshake
-		// failed.
-		_ = c.Conn.Close()
+	if err != nil {
+		// A connection that cannot be read is done: closed here, as the
+		// library does not close one whose handshake failed, and its
+		// listener's slot goes back.
+		_ = c.Close()
 	}
 	if n > 0 {
 		shaken := c.g.handshook
 		if gerr := c.g.feed(p[:n]); gerr != nil {
-			_ = c.Conn.Close()
+			_ = c.Close()
 			return 0, gerr
 		}
 		if !shaken && c.g.handshook {

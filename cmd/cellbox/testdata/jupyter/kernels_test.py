@@ -71,6 +71,22 @@ class ProtocolChecks:
         text = "".join(m["content"].get("text", "") for m in self.collect(msg_id) if m["msg_type"] == "stream")
         self.assertIn("got cellbox", text)
 
+    def test_stdin_after_interrupted_input(self):
+        """An input() interrupted while it waits leaves no stale request behind: the next
+        cell's input() gets its reply."""
+        if not self.code_input:
+            raise unittest.SkipTest("no input sample")
+        self.flush_channels()
+        msg_id = self.kc.execute(self.code_input, allow_stdin=True)
+        req = self.kc.get_stdin_msg(timeout=TIMEOUT)
+        self.assertEqual(req["parent_header"]["msg_id"], msg_id)
+        self.km.interrupt_kernel()
+        reply = self.kc.get_shell_msg(timeout=TIMEOUT)
+        self.assertEqual(reply["parent_header"]["msg_id"], msg_id)
+        self.assertEqual(reply["content"]["status"], "error")
+        self.collect(msg_id)
+        self.test_stdin()
+
     def test_interrupt(self):
         """Jupyter's message interrupt mode: interrupt_request on control."""
         self.check_interrupt(self.km.interrupt_kernel)
