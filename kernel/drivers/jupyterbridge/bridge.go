@@ -32,6 +32,13 @@ const (
 	ipcPathMax = 104
 )
 
+// pendingTimeout bounds the wait for the kernel's reply to a request of
+// the manager's (complete, inspect, isComplete): a kernel that never
+// answers a message type, or answers with another parent header, would
+// otherwise hold its place among the maxPending for good. A variable for
+// the tests.
+var pendingTimeout = 30 * time.Second
+
 // bridge drives one Jupyter kernel for the manager.
 type bridge struct {
 	cfg    Config
@@ -72,6 +79,9 @@ type pendingRequest struct {
 	op    string // complete, inspect, isComplete; kernel_info during the start
 	id    string // the manager's request id
 	reply chan *jupyter.Message
+	// timer answers the manager with an error once pendingTimeout has
+	// passed without the kernel's reply (nil during the start).
+	timer *time.Timer
 }
 
 // env is what run needs of its process.
@@ -362,6 +372,11 @@ func (b *bridge) close() {
 	}
 	b.mu.Lock()
 	b.closed = true
+	for _, p := range b.pending {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+	}
 	redialed := b.redialed
 	b.mu.Unlock()
 	if redialed != nil {

@@ -501,3 +501,49 @@ func TestBridgeInterruptMessage(t *testing.T) {
 		t.Fatalf("an early interrupt: %+v", d)
 	}
 }
+
+// TestBridgePendingTimeout: a request the kernel does not answer in time
+// (it is busy: ipykernel takes shell requests one at a time) gets an error
+// reply and gives its place up, so that later requests are not refused as
+// too many.
+func TestBridgePendingTimeout(t *testing.T) {
+	cfg := ipykernel(t)
+	old := pendingTimeout
+	pendingTimeout = 500 * time.Millisecond
+	t.Cleanup(func() { pendingTimeout = old })
+	h := startHarness(t, cfg)
+	id, from := h.begin("import time\nprint('sleeping', flush=True)\ntime.sleep(60)", nil)
+	h.waitStdout("sleeping", 30*time.Second)
+	for round := range 2 {
+		for i := range maxPending {
+			h.send(map[string]any{"op": "complete", "id": fmt.Sprintf("c%d-%d", round, i), "code": "import os\nos.pa", "cursorPos": 15})
+		}
+		for i := range maxPending {
+			id := fmt.Sprintf("c%d-%d", round, i)
+			rep := h.wait(func(it item) bool { return it.ev != nil && it.ev["ev"] == "reply" && it.ev["id"] == id }, 30*time.Second).ev
+			if e, _ := rep["error"].(string); e != "the kernel did not answer within 500ms" {
+				t.Fatalf("complete %s while the kernel is busy = %+v", id, rep)
+			}
+		}
+	}
+	h.interrupts <- syscall.SIGINT
+	if d := doneOf(h.finish(id, from)); d["status"] != "interrupted" {
+		t.Fatalf("done = %+v", d)
+	}
+	// The late replies are dropped; the kernel answers in time again.
+	for i := 0; ; i++ {
+		// The kernel answers the stale requests first.
+		rep := h.reply(map[string]any{"op": "isComplete", "id": fmt.Sprintf("i%d", i), "code": "x = 1"})
+		if rep["error"] == nil {
+			break
+		}
+		if i == 60 {
+			t.Fatalf("isComplete after the timeouts = %+v", rep)
+		}
+	}
+	for _, it := range h.all() {
+		if it.ev != nil && it.ev["ev"] == "reply" && strings.HasPrefix(it.ev["id"].(string), "c") && it.ev["error"] == nil {
+			t.Fatalf("a reply after the timeout was forwarded: %+v", it.ev)
+		}
+	}
+}

@@ -317,14 +317,55 @@ func (b *bridge) call(req *request, msgType string, content map[string]any) {
 		b.w.send(&event{Ev: "reply", ID: req.ID, Error: fmt.Sprintf("%d requests already wait for the kernel", maxPending)})
 		return
 	}
-	b.pending[m.Header.MsgID] = pendingRequest{op: req.Op, id: req.ID}
+	msgID, wait := m.Header.MsgID, pendingTimeout
+	b.pending[msgID] = pendingRequest{op: req.Op, id: req.ID, timer: time.AfterFunc(wait, func() { b.expire(msgID, wait) })}
 	b.mu.Unlock()
 	if err := b.sock.Shell.Send(m); err != nil {
-		b.mu.Lock()
-		delete(b.pending, m.Header.MsgID)
-		b.mu.Unlock()
+		if _, ok := b.takePending(msgID); !ok {
+			return // expired meanwhile: the manager has its reply
+		}
 		b.w.send(&event{Ev: "reply", ID: req.ID, Error: "send " + msgType + ": " + err.Error()})
 	}
+}
+
+// takePending removes the pending request of the message msgID, stopping
+// its timer, and says whether it was there.
+func (b *bridge) takePending(msgID string) (pendingRequest, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.pending[msgID]
+	if ok {
+		delete(b.pending, msgID)
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+	}
+	return p, ok
+}
+
+// expire answers the manager's request sent as message msgID with an
+// error when the kernel has not replied within wait, and forgets it: a
+// reply that comes later is dropped.
+func (b *bridge) expire(msgID string, wait time.Duration) {
+	b.mu.Lock()
+	p, ok := b.pending[msgID]
+	if ok {
+		delete(b.pending, msgID)
+	}
+	closed := b.closed
+	b.mu.Unlock()
+	if !ok || closed {
+		return
+	}
+	b.w.send(&event{Ev: "reply", ID: p.id, Error: "the kernel did not answer within " + seconds(wait)})
+}
+
+// seconds says d as "30 s", or as Go does when it is not whole seconds.
+func seconds(d time.Duration) string {
+	if d >= time.Second && d%time.Second == 0 {
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return d.String()
 }
 
 // shellLoop takes the kernel's replies.
@@ -342,12 +383,7 @@ func (b *bridge) shellLoop() {
 			b.executeReply(m, parent)
 			continue
 		}
-		b.mu.Lock()
-		p, ok := b.pending[parent]
-		if ok {
-			delete(b.pending, parent)
-		}
-		b.mu.Unlock()
+		p, ok := b.takePending(parent)
 		if !ok {
 			continue
 		}
