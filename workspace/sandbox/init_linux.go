@@ -166,7 +166,7 @@ func initMain([]string) int {
 	}
 	goW.Close() // go
 
-	if err := ctl.send(&msg{Op: "built", Layers: layers}); err != nil {
+	if err := ctl.send(&msg{Op: "built", Layers: layers, SelfMissing: prep.selfMissing}); err != nil {
 		return 1
 	}
 	return reap(ctl, sp.Process.Pid)

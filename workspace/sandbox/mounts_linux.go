@@ -49,6 +49,8 @@ type prepared struct {
 	mfd    int    // the root tmpfs's mount (closed by finishRoot)
 	root   string // how this process names it until pivot_root
 	layers *Layers
+	// selfMissing says why SelfPath is missing, when it is.
+	selfMissing string
 }
 
 // prepareRoot builds everything of the root that does not depend on the
@@ -162,8 +164,9 @@ func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err er
 	}
 
 	// This binary, for the entries that run inside the sandbox.
-	if err := bindSelf(trees["self"], cfg.Self, in(SelfPath)); err != nil {
-		return nil, err
+	selfMissing := bindSelf(trees["self"], cfg.Self, in(SelfPath))
+	if selfMissing != "" {
+		fmt.Fprintf(os.Stderr, "sandbox init: %s is missing: %s\n", SelfPath, selfMissing)
 	}
 
 	// Everything so far is read-only, the root with it, in one call; the
@@ -236,7 +239,7 @@ func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err er
 		layers.NetworkNamespace = true
 	}
 
-	return &prepared{mfd: mfd, root: root, layers: layers}, nil
+	return &prepared{mfd: mfd, root: root, layers: layers, selfMissing: selfMissing}, nil
 }
 
 // finishRoot mounts the workspace into a prepared root and enters it.
@@ -335,22 +338,33 @@ func mountWorkspace(ic *initConfig, lower *os.File, root, target string, layers 
 // bindSelf shows this binary at dst: the clone a root daemon sent, else
 // the file at path when it is still the one this process runs. A binary
 // replaced since the daemon started is not shown (the entries that run in
-// a sandbox must be this build's): SelfPath is then missing.
-func bindSelf(tree *os.File, path, dst string) error {
+// a sandbox must be this build's). When it is not shown, SelfPath is
+// missing and bindSelf says why; only the entries that run in a sandbox
+// (the Jupyter bridge) need it, so this fails no sandbox.
+func bindSelf(tree *os.File, path, dst string) (missing string) {
 	if tree == nil {
 		var running, named unix.Stat_t
-		if path == "" || unix.Stat(selfExe, &running) != nil || unix.Stat(path, &named) != nil ||
-			running.Dev != named.Dev || running.Ino != named.Ino {
-			return nil
+		switch {
+		case path == "":
+			return "the daemon could not name its binary"
+		case unix.Stat(selfExe, &running) != nil:
+			return "this process's binary cannot be read"
+		}
+		if err := unix.Stat(path, &named); err != nil {
+			return fmt.Sprintf("stat %s: %v", path, err)
+		}
+		if running.Dev != named.Dev || running.Ino != named.Ino {
+			return path + " was replaced since the daemon started"
 		}
 	}
 	if err := mkTarget(dst, false); err != nil {
-		return err
+		return err.Error()
 	}
 	if err := bindOrAttach(tree, path, dst, false); err != nil {
-		return fmt.Errorf("show cellbox's binary in the sandbox: %w", err)
+		os.Remove(dst) // no empty file where the binary should be
+		return err.Error()
 	}
-	return nil
+	return ""
 }
 
 // hide mounts an empty read-only directory on dir, if dir is one (never

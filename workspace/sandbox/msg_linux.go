@@ -61,6 +61,8 @@ type msg struct {
 
 	// ready
 	Layers *Layers `json:"layers,omitempty"`
+	// built: why SelfPath is missing, when it is
+	SelfMissing string `json:"selfMissing,omitempty"`
 
 	// prep
 	Prep *prepConfig `json:"prep,omitempty"`

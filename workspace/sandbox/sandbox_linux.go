@@ -18,6 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// selfSourceForTest, when set, is the path the init binds at SelfPath in
+// place of this binary (a test's, to make the bind fail).
+var selfSourceForTest string
+
 // Sandbox is a running sandbox: an init holding its namespaces and mounts,
 // and a spawner that starts programs in it. Safe for concurrent use.
 type Sandbox struct {
@@ -27,6 +31,8 @@ type Sandbox struct {
 	sp     *msgConn // to the spawner
 	layers Layers
 	stderr *capBuffer
+	// selfMissing says why SelfPath is missing, when it is.
+	selfMissing string
 
 	done    chan struct{} // closed when the init has exited
 	initErr error         // why, when it died on its own; read after done
@@ -172,9 +178,14 @@ func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, er
 	// cannot bind in its own: an ordinary user's init binds the same path,
 	// a root daemon sends a clone (the range ids may not walk to it).
 	prep.Self, _ = os.Readlink(selfExe)
+	if selfSourceForTest != "" {
+		prep.Self = selfSourceForTest
+	}
 	if ids.root {
-		if f, err := openTree(selfExe); err == nil {
+		if f, err := openTree(selfExe); err == nil && selfSourceForTest == "" {
 			prep.Trees, trees = append(prep.Trees, "self"), append(trees, f)
+		} else if err == nil {
+			f.Close()
 		}
 		for _, p := range readOnly {
 			if _, err := os.Stat(p); err != nil {
@@ -324,6 +335,7 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 	if built.Layers != nil {
 		s.layers = *built.Layers
 	}
+	s.selfMissing = built.SelfMissing
 	if ready.Layers != nil {
 		s.layers.Seccomp = ready.Layers.Seccomp
 		s.layers.Landlock = ready.Layers.Landlock
@@ -470,6 +482,9 @@ func (s *Sandbox) Err() error {
 func (s *Sandbox) Spawn(ctx context.Context, spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("spawn: empty argv")
+	}
+	if spec.Argv[0] == SelfPath && s.selfMissing != "" {
+		return nil, fmt.Errorf("the cellbox binary is not visible in this sandbox: %s", s.selfMissing)
 	}
 	s.mu.Lock()
 	if s.closed {
