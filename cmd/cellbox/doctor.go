@@ -28,6 +28,9 @@ type doctorReport struct {
 	Warnings    []string          `json:"warnings,omitempty"` // missing extras
 	Sandbox     doctorSandbox     `json:"sandbox"`
 	Langs       []kernel.Language `json:"languages"`
+	// Jupyter are the installed kernelspecs, languages jupyter:NAME
+	// (PROTOCOL.md §8); informational: none is needed.
+	Jupyter []kernel.Language `json:"jupyterKernels"`
 	LangsTookMs float64           `json:"languagesTookMs"`
 	StateDir    doctorStateDir    `json:"stateDir"`
 	Project     doctorProject     `json:"project"`
@@ -125,6 +128,7 @@ func diagnose(ctx context.Context, stateDir string) doctorReport {
 		Sandbox:     doctorSandbox{LandlockABI: probe.LandlockABI, TookMs: float64(probe.Took.Microseconds()) / 1000},
 		Langs:       langs,
 		LangsTookMs: float64(langTook.Microseconds()) / 1000,
+		Jupyter:     kernel.JupyterLanguages(),
 	}
 	required := sandbox.DefaultRequired()
 	for _, l := range probe.Layers {
@@ -301,6 +305,18 @@ func printDoctor(w io.Writer, rep doctorReport) {
 			p("  %-11s %-8s %-9s %s\n", l.ID, "ok", l.Version, l.Path)
 		} else {
 			p("  %-11s %-8s %-9s %s\n", l.ID, "MISSING", "-", l.Reason)
+		}
+	}
+
+	p("\nJupyter kernels (run sandboxed as jupyter:NAME; cellbox jupyter list shows cellbox's own kernelspecs)\n")
+	if len(rep.Jupyter) == 0 {
+		p("  none installed\n")
+	}
+	for _, l := range rep.Jupyter {
+		if l.Available {
+			p("  %-20s %-8s %s (%s)\n", l.ID, "ok", l.DisplayName, l.Path)
+		} else {
+			p("  %-20s %-8s %s\n", l.ID, "MISSING", l.Reason)
 		}
 	}
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
@@ -87,5 +88,42 @@ func TestDoctorBadFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := runDoctor(context.Background(), []string{"--nope"}, &stdout, &stderr); code != 2 {
 		t.Errorf("bad flag: exit %d, want 2", code)
+	}
+}
+
+// TestDoctorJupyterKernels: doctor lists the installed kernelspecs as
+// jupyter:NAME, one whose program a sandbox cannot run with the reason.
+func TestDoctorJupyterKernels(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "kernels", "gone")
+	if err := os.MkdirAll(spec, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(spec, "kernel.json"), []byte(`{"argv":["cellbox-test-no-such-kernel","-f","{connection_file}"],"display_name":"Gone","language":"gone"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JUPYTER_PATH", dir)
+	var stdout, stderr bytes.Buffer
+	runDoctor(context.Background(), []string{"--json", "--state-dir", t.TempDir()}, &stdout, &stderr)
+	var rep doctorReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode --json output: %v\n%s", err, stdout.String())
+	}
+	var gone *kernel.Language
+	for i := range rep.Jupyter {
+		if rep.Jupyter[i].ID == "jupyter:gone" {
+			gone = &rep.Jupyter[i]
+		}
+	}
+	if gone == nil || gone.Available || !strings.Contains(gone.Reason, "cellbox-test-no-such-kernel") {
+		t.Fatalf("jupyter:gone in doctor's report: %+v (all: %+v)", gone, rep.Jupyter)
+	}
+	if !rep.OK {
+		t.Errorf("an unavailable Jupyter kernel made doctor fail: %v", rep.Problems)
+	}
+	stdout.Reset()
+	runDoctor(context.Background(), []string{"--state-dir", t.TempDir()}, &stdout, &stderr)
+	if !strings.Contains(stdout.String(), "jupyter:gone") {
+		t.Errorf("the text report does not list jupyter:gone:\n%s", stdout.String())
 	}
 }

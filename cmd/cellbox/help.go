@@ -48,7 +48,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 	case "exec":
 		printExecHelp(stdout)
 	case "doctor":
-		fmt.Fprint(stdout, "Usage: cellbox doctor [--json] [--state-dir DIR]\n\nPrints every sandbox layer this host can or cannot provide (with the reason and\nwhat to do), the interpreters found, and the state dir. Exits 1 when something\nthe defaults need is missing.\n")
+		fmt.Fprint(stdout, "Usage: cellbox doctor [--json] [--state-dir DIR]\n\nPrints every sandbox layer this host can or cannot provide (with the reason and\nwhat to do), the interpreters found, the installed Jupyter kernels, and the state dir. Exits 1 when something\nthe defaults need is missing.\n")
 	case "version":
 		fmt.Fprint(stdout, "Usage: cellbox version\n")
 	case "jupyter-kernel":
