@@ -22,15 +22,15 @@ import (
 
 // doctorReport is what `cellbox doctor` found; --json prints it.
 type doctorReport struct {
-	OK          bool              `json:"ok"`
-	Verdict     string            `json:"verdict"`
-	Problems    []string          `json:"problems,omitempty"` // what makes OK false
-	Warnings    []string          `json:"warnings,omitempty"` // missing extras
-	Sandbox     doctorSandbox     `json:"sandbox"`
-	Langs       []kernel.Language `json:"languages"`
+	OK       bool              `json:"ok"`
+	Verdict  string            `json:"verdict"`
+	Problems []string          `json:"problems,omitempty"` // what makes OK false
+	Warnings []string          `json:"warnings,omitempty"` // missing extras
+	Sandbox  doctorSandbox     `json:"sandbox"`
+	Langs    []kernel.Language `json:"languages"`
 	// Jupyter are the installed kernelspecs, languages jupyter:NAME
 	// (PROTOCOL.md §8); informational: none is needed.
-	Jupyter []kernel.Language `json:"jupyterKernels"`
+	Jupyter     []kernel.Language `json:"jupyterKernels"`
 	LangsTookMs float64           `json:"languagesTookMs"`
 	StateDir    doctorStateDir    `json:"stateDir"`
 	Project     doctorProject     `json:"project"`
