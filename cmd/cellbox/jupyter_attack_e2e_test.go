@@ -25,38 +25,11 @@ import (
 // cut before anything is allocated). The kernel, its daemon and the
 // workspace carry on: a client with the key runs code after both.
 func TestJupyterKernelRefusesForged(t *testing.T) {
-	d := startReviewDaemon(t)
-	project := t.TempDir()
-	sockDir, err := os.MkdirTemp("", "cbjk-") // ipc paths must stay short
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
-	ci := jupyter.ConnectionInfo{Transport: "ipc", IP: filepath.Join(sockDir, "k"), ShellPort: 1, IOPubPort: 2, StdinPort: 3,
-		ControlPort: 4, HBPort: 5, Key: "the-right-key", SignatureScheme: "hmac-sha256"}
-	b, _ := json.Marshal(ci)
-	connFile := filepath.Join(sockDir, "kernel.json")
-	if err := os.WriteFile(connFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cellboxBin, "jupyter-kernel", "--language", "python", "-f", connFile)
-	cmd.Env, cmd.Dir = d.env, project
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("jupyter-kernel stderr:\n%s", stderr.String())
-		}
-	}()
+	project := t.TempDir()
+	k := startJupyterKernel(t, ctx, "python", project)
+	ci, stderr := k.ci, k.stderr
 
 	good := dialJupyter(t, ctx, &ci, ci.Key)
 	execute := func(c *jupyter.ClientSockets, code string) string {
@@ -126,8 +99,8 @@ func TestJupyterKernelRefusesForged(t *testing.T) {
 		t.Fatalf("after the attacks, 6*7 = %q", got)
 	}
 	select {
-	case err := <-done:
-		t.Fatalf("jupyter-kernel ended: %v", err)
+	case <-k.exited:
+		t.Fatalf("jupyter-kernel ended: %v", k.err)
 	default:
 	}
 	if _, err := os.Stat(filepath.Join(project, "forged.txt")); !os.IsNotExist(err) {
@@ -180,29 +153,10 @@ func dialJupyter(t *testing.T, ctx context.Context, ci *jupyter.ConnectionInfo, 
 // Jupyter shows in the notebook (a process that ended would be restarted
 // and fail again, with the reason only in the server's log).
 func TestJupyterKernelStartFails(t *testing.T) {
-	d := startReviewDaemon(t)
-	sockDir, err := os.MkdirTemp("", "cbjk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
-	ci := jupyter.ConnectionInfo{Transport: "ipc", IP: filepath.Join(sockDir, "k"), ShellPort: 1, IOPubPort: 2, StdinPort: 3,
-		ControlPort: 4, HBPort: 5, Key: "k", SignatureScheme: "hmac-sha256"}
-	b, _ := json.Marshal(ci)
-	connFile := filepath.Join(sockDir, "kernel.json")
-	if err := os.WriteFile(connFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cellboxBin, "jupyter-kernel", "--language", "cobol", "-f", connFile)
-	cmd.Env, cmd.Dir = d.env, t.TempDir()
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	k := startJupyterKernel(t, ctx, "cobol", t.TempDir())
+	ci, stderr := k.ci, k.stderr
 	c := dialJupyter(t, ctx, &ci, ci.Key)
 	for i := range 2 { // the first may wait for the start, the second comes after it
 		req, _ := jupyter.NewSession("t").New("execute_request", nil, map[string]any{"code": "1", "silent": false})
@@ -225,4 +179,50 @@ func TestJupyterKernelStartFails(t *testing.T) {
 	if !strings.Contains(stderr.String(), "start a cobol kernel") {
 		t.Fatalf("stderr does not say why:\n%s", stderr.String())
 	}
+}
+
+// jupyterKernel is a `cellbox jupyter-kernel` process of a review daemon,
+// on ipc sockets (no ports to pick).
+type jupyterKernel struct {
+	ci     jupyter.ConnectionInfo
+	stderr *syncBuffer
+	exited chan struct{} // closed when it has ended, with err its Wait's
+	err    error
+}
+
+// startJupyterKernel runs `cellbox jupyter-kernel --language language` in
+// dir, as Jupyter starts it; it is killed at the test's end.
+func startJupyterKernel(t *testing.T, ctx context.Context, language, dir string) *jupyterKernel {
+	t.Helper()
+	d := startReviewDaemon(t)
+	sockDir, err := os.MkdirTemp("", "cbjk-") // ipc paths must stay short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	k := &jupyterKernel{
+		ci: jupyter.ConnectionInfo{Transport: "ipc", IP: filepath.Join(sockDir, "k"), ShellPort: 1, IOPubPort: 2, StdinPort: 3,
+			ControlPort: 4, HBPort: 5, Key: "the-right-key", SignatureScheme: "hmac-sha256"},
+		stderr: &syncBuffer{},
+		exited: make(chan struct{}),
+	}
+	b, _ := json.Marshal(k.ci)
+	connFile := filepath.Join(sockDir, "kernel.json")
+	if err := os.WriteFile(connFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, cellboxBin, "jupyter-kernel", "--language", language, "-f", connFile)
+	cmd.Env, cmd.Dir, cmd.Stderr = d.env, dir, k.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { k.err = cmd.Wait(); close(k.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-k.exited
+		if t.Failed() {
+			t.Logf("jupyter-kernel stderr:\n%s", k.stderr.String())
+		}
+	})
+	return k
 }
