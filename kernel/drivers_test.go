@@ -58,7 +58,7 @@ func TestRealDrivers(t *testing.T) {
 			if res.Status != protocol.ExecutionStatusInterrupted {
 				t.Fatalf("interrupt: %+v", res)
 			}
-			if res, outs = execProbe(t, k, s, tc.get); !strings.HasPrefix(outs[0].Text, "ünï") {
+			if res, outs = execProbe(t, k, s, tc.get); len(outs) == 0 || !strings.HasPrefix(outs[0].Text, "ünï") {
 				t.Fatalf("after the interrupt: %+v %+v", res, outs)
 			}
 		})
