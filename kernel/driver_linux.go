@@ -141,15 +141,29 @@ func (d *driver) kill() {
 // does not read, and its full request pipe must not hold up the interrupt,
 // the timeout's restart or the client. The write ends when the driver
 // reads it or is gone (its end of the pipe closes; the waiter closes ours).
-func (d *driver) interrupt(execID string) error {
-	if err := d.proc.SignalGroup(syscall.SIGINT); err != nil {
-		return err
+//
+// A driver that takes the request (javascript) gets it first and the
+// SIGINT only if the execution still runs signalDelay later (running says):
+// the request ends a cell that awaits, and node dies of a SIGINT that lands
+// between vm's breakOnSigint watchdog stopping and its listeners coming
+// back, which is just when a cell's synchronous part has ended. Code that is
+// busy, which only the signal stops, gets it then.
+func (d *driver) interrupt(execID string, running func() bool) error {
+	if !d.cfg.interruptRequest {
+		return d.proc.SignalGroup(syscall.SIGINT)
 	}
-	if d.cfg.interruptRequest {
-		go func() { _ = d.send(&request{Op: "interrupt", ID: execID}) }()
-	}
+	go func() { _ = d.send(&request{Op: "interrupt", ID: execID}) }()
+	time.AfterFunc(signalDelay, func() {
+		if running() {
+			_ = d.proc.SignalGroup(syscall.SIGINT)
+		}
+	})
 	return nil
 }
+
+// signalDelay is how long a driver that takes interrupt requests has to end
+// the execution before it gets the SIGINT.
+const signalDelay = 100 * time.Millisecond
 
 // readLoop reads the driver's events and its fds 1 and 2 in one loop, so
 // that output and events keep the order the driver made them in

@@ -21,4 +21,4 @@ func (d *driver) drain(*event) {}
 
 // kill and interrupt have nothing to act on: no driver runs off Linux.
 func (d *driver) kill()                  {}
-func (d *driver) interrupt(string) error { return errLinuxOnly }
+func (d *driver) interrupt(string, func() bool) error { return errLinuxOnly }

@@ -269,12 +269,12 @@ func (k *Kernel) await(d *driver, e *execution, res *protocol.ExecuteResult, tim
 			return nil
 		case <-cancelled:
 			cancelled = nil
-			_ = d.interrupt(e.id)
+			_ = d.interrupt(e.id, k.runs(e.id))
 			startGrace()
 		case <-timeout:
 			timeout = nil
 			timedOut = true
-			_ = d.interrupt(e.id)
+			_ = d.interrupt(e.id, k.runs(e.id))
 			startGrace()
 		case <-grace:
 			// The code ignored the interrupt: restart the kernel.
@@ -336,10 +336,19 @@ func (k *Kernel) Interrupt() error {
 	if running == "" {
 		return nil // nothing runs; a stray SIGINT would only race the next execution
 	}
-	if err := d.interrupt(running); err != nil {
+	if err := d.interrupt(running, k.runs(running)); err != nil {
 		return fmt.Errorf("interrupt kernel %s: %w", k.id, err)
 	}
 	return nil
+}
+
+// runs reports, when called, whether execID is still the running execution.
+func (k *Kernel) runs(execID string) func() bool {
+	return func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.current != nil && k.current.id == execID
+	}
 }
 
 // startAsking marks an input request of execID as waiting for the client,
