@@ -20,5 +20,5 @@ func startDriver(_ context.Context, cfg driverConfig) (*driver, error) {
 func (d *driver) drain(*event) {}
 
 // kill and interrupt have nothing to act on: no driver runs off Linux.
-func (d *driver) kill()                  {}
+func (d *driver) kill()                               {}
 func (d *driver) interrupt(string, func() bool) error { return errLinuxOnly }
