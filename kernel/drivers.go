@@ -26,7 +26,9 @@ type driverSpec struct {
 	// that lands while vm's breakOnSigint watchdog stops (the cell's
 	// synchronous part just returned): the cell then awaits on, and only a
 	// request read on its event loop ends it (TestRealDrivers,
-	// "javascript/SIGINT lost").
+	// "javascript/SIGINT lost"). Such a driver gets the request first and
+	// the SIGINT only if the execution still runs 100 ms later
+	// (driver.interrupt).
 	interruptRequest bool
 	mimetype         string
 	extension        string
