@@ -335,13 +335,21 @@ func errorContent(ename, evalue string) map[string]any {
 	return map[string]any{"status": "error", "ename": ename, "evalue": evalue, "traceback": []string{ename + ": " + evalue}}
 }
 
+// languageMimetypes are language_info.mimetype of the cellbox languages
+// whose kernel gives none.
+var languageMimetypes = map[string]string{
+	"python": "text/x-python", "javascript": "application/javascript", "bash": "text/x-sh",
+	"typescript": "text/typescript", "sql": "application/sql", "go": "text/x-go",
+	"ruby": "text/x-ruby", "r": "text/x-r-source",
+}
+
 func (s *Server) kernelInfo() map[string]any {
 	li := s.o.Language
 	if s.kernelNow() != "" {
 		li = s.li
 	}
 	if li.Mimetype == "" {
-		li.Mimetype = map[string]string{"python": "text/x-python", "javascript": "application/javascript", "bash": "text/x-sh"}[li.Name]
+		li.Mimetype = languageMimetypes[li.Name]
 	}
 	info := map[string]any{
 		"name": li.Name, "version": li.Version, "mimetype": li.Mimetype, "file_extension": li.FileExtension,
@@ -357,6 +365,21 @@ func (s *Server) kernelInfo() map[string]any {
 	case "bash":
 		info["pygments_lexer"] = "bash"
 		info["codemirror_mode"] = "shell"
+	case "typescript":
+		info["pygments_lexer"] = "typescript"
+		info["codemirror_mode"] = map[string]any{"name": "javascript", "typescript": true}
+	case "sql":
+		info["pygments_lexer"] = "sql"
+		info["codemirror_mode"] = "sql"
+	case "go":
+		info["pygments_lexer"] = "go"
+		info["codemirror_mode"] = "go"
+	case "ruby":
+		info["pygments_lexer"] = "ruby"
+		info["codemirror_mode"] = "ruby"
+	case "r":
+		info["pygments_lexer"] = "r"
+		info["codemirror_mode"] = "r"
 	}
 	return map[string]any{
 		"status": "ok", "protocol_version": ProtocolVersion,
