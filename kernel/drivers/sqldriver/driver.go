@@ -48,7 +48,13 @@ const busyTimeout = 5 * time.Second
 func open(dsn string, w *wire) (*driver, error) {
 	if dsn == "" {
 		dsn = DefaultDB
-		if err := os.MkdirAll(filepath.Dir(dsn), 0o755); err != nil {
+	}
+	// A path (not a file: URI, not :memory:) gets its directory made, so
+	// that the default's .cellbox/ and a DSN's data/ need no step of the
+	// user's.
+	if !strings.HasPrefix(dsn, "file:") && dsn != ":memory:" {
+		path, _, _ := strings.Cut(dsn, "?")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("create the database's directory: %w", err)
 		}
 	}
