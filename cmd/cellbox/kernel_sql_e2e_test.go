@@ -127,7 +127,7 @@ INSERT INTO items(name, price) SELECT 'item ' || n, n / 4.0 FROM c;`)
 	if interrupted.Status != protocol.ExecutionStatusInterrupted {
 		t.Fatalf("interrupted query = %+v", interrupted)
 	}
-	res, outs = execute(t, c, kid, "SELECT count(*) FROM items")
+	res, outs = execute(t, c, kid, "SELECT count(*) AS n FROM items")
 	if wantOK(t, res, outs); !strings.Contains(resultText(t, outs), "│ 1500 │") {
 		t.Fatalf("after the interrupt: %+v", outs)
 	}
@@ -168,7 +168,7 @@ INSERT INTO items(name, price) SELECT 'item ' || n, n / 4.0 FROM c;`)
 	res, outs = execute(t, c, kid, "BEGIN; DELETE FROM items;")
 	wantOK(t, res, outs)
 	c.mustCall(t, protocol.MethodKernelRestart, protocol.KernelIDParams{KernelID: kid}, nil)
-	res, outs = execute(t, c, kid, "SELECT count(*) AS n, max(name) FROM items")
+	res, outs = execute(t, c, kid, "SELECT count(*) AS n, max(name) AS m FROM items")
 	if wantOK(t, res, outs); !strings.Contains(resultText(t, outs), "│ 1500 │ item 999 │") {
 		t.Fatalf("after the restart: %s", resultText(t, outs))
 	}
