@@ -30,8 +30,12 @@ type driverSpec struct {
 	// the SIGINT only if the execution still runs 100 ms later
 	// (driver.interrupt).
 	interruptRequest bool
-	mimetype         string
-	extension        string
+	// entry, when set, makes the driver an entry of this binary run
+	// inside the sandbox (sandbox.Register): its argv and the environment
+	// entry that selects it. argv is then unused.
+	entry     func() (argv []string, envEntry string)
+	mimetype  string
+	extension string
 }
 
 var drivers = map[string]driverSpec{
@@ -52,4 +56,5 @@ var drivers = map[string]driverSpec{
 		mimetype:    "text/x-sh",
 		extension:   ".sh",
 	},
+	"sql": sqlDriver,
 }

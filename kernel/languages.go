@@ -70,8 +70,15 @@ func DetectLanguages(ctx context.Context) []Language {
 		wg.Go(func() { out[i] = detect(ctx, spec) })
 	}
 	wg.Wait()
+	for _, b := range builtinLanguages {
+		out = append(out, b())
+	}
 	return out
 }
+
+// builtinLanguages are the languages this binary runs itself, with no
+// interpreter to look up: reported after the others.
+var builtinLanguages = []func() Language{sqlLanguage}
 
 func detect(ctx context.Context, spec languageSpec) Language {
 	l := Language{

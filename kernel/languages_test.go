@@ -45,10 +45,16 @@ func TestParseVersion(t *testing.T) {
 func TestDetectLanguagesWithoutInterpreters(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	langs := DetectLanguages(context.Background())
-	if len(langs) != len(languageSpecs) {
-		t.Fatalf("got %d languages, want %d", len(langs), len(languageSpecs))
+	if len(langs) != len(languageSpecs)+len(builtinLanguages) {
+		t.Fatalf("got %d languages, want %d", len(langs), len(languageSpecs)+len(builtinLanguages))
 	}
-	for i, l := range langs {
+	// The languages this binary runs itself need no interpreter.
+	for _, l := range langs[len(languageSpecs):] {
+		if !l.Available || l.Version == "" || l.Reason != "" {
+			t.Errorf("%s = %+v; want available", l.ID, l)
+		}
+	}
+	for i, l := range langs[:len(languageSpecs)] {
 		want := languageSpecs[i].command + " not found on PATH"
 		if l.Available || l.Reason != want || l.Path != "" || l.Version != "" {
 			t.Errorf("%s = %+v; want unavailable with reason %q", l.ID, l, want)
@@ -65,7 +71,7 @@ func TestDetectLanguagesOnThisHost(t *testing.T) {
 	langs := DetectLanguages(context.Background())
 	t.Logf("detection took %v", time.Since(start))
 	want := map[string]string{"python": "python3", "javascript": "node", "bash": "bash"}
-	for _, l := range langs {
+	for _, l := range langs[:len(languageSpecs)] {
 		t.Logf("%-10s available=%v version=%q path=%q reason=%q", l.ID, l.Available, l.Version, l.Path, l.Reason)
 		if !l.Available || l.Version == "" || !filepath.IsAbs(l.Path) || l.Reason != "" {
 			t.Errorf("%s = %+v; want available with a version and an absolute path", l.ID, l)
@@ -108,7 +114,7 @@ func TestDetectLanguagesFailingInterpreter(t *testing.T) {
 		"javascript": `printed "not a version"`,
 		"bash":       "--version did not finish within 2s",
 	}
-	for _, l := range langs {
+	for _, l := range langs[:len(languageSpecs)] {
 		if l.Available || !strings.Contains(l.Reason, wantReason[l.ID]) {
 			t.Errorf("%s = %+v; want unavailable with reason containing %q", l.ID, l, wantReason[l.ID])
 		}

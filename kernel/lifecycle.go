@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -214,6 +215,10 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 		if argv, env, err = jupyterDriver(k.langInfo.jupyter, env, k.m.opts.StartTimeout); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrLanguage, err)
 		}
+	case spec.entry != nil:
+		var e string
+		argv, e = spec.entry()
+		env = append(slices.Clone(env), e)
 	case k.langInfo.Path != "":
 		// The interpreter DetectLanguages found (and initialize reported),
 		// in a directory the sandbox has.

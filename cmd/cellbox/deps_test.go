@@ -15,9 +15,10 @@ func TestImportDirection(t *testing.T) {
 		"protocol":                      {},
 		"protocol/gen":                  {},
 		"rpc":                           {"protocol", "kernel", "pty", "workspace"},
-		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge"},
+		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge", "kernel/drivers/sqldriver"},
 		"kernel/jupyter":                {"protocol"},
 		"kernel/drivers/jupyterbridge":  {"kernel/jupyter", "workspace/sandbox"}, // an entry of the binary inside a sandbox
+		"kernel/drivers/sqldriver":      {"protocol", "workspace/sandbox"},       // an entry of the binary inside a sandbox
 		"pty":                           {"workspace", "protocol"},
 		"workspace":                     {"workspace/sandbox", "protocol"},
 		"workspace/sandbox":             {},
