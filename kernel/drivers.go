@@ -13,6 +13,8 @@ var (
 	driverJavaScript string
 	//go:embed drivers/driver.sh
 	driverBash string
+	//go:embed drivers/driver.rb
+	driverRuby string
 )
 
 // driverSpec says how to start one language's driver.
@@ -51,5 +53,10 @@ var drivers = map[string]driverSpec{
 		bashFraming: true,
 		mimetype:    "text/x-sh",
 		extension:   ".sh",
+	},
+	"ruby": {
+		argv:      []string{"ruby", "-e", driverRuby},
+		mimetype:  "text/x-ruby",
+		extension: ".rb",
 	},
 }
