@@ -15,6 +15,8 @@ var (
 	driverBash string
 	//go:embed drivers/driver.rb
 	driverRuby string
+	//go:embed drivers/driver.R
+	driverR string
 )
 
 // driverSpec says how to start one language's driver.
@@ -32,8 +34,15 @@ type driverSpec struct {
 	// the SIGINT only if the execution still runs 100 ms later
 	// (driver.interrupt).
 	interruptRequest bool
-	mimetype         string
-	extension        string
+	// reopenPipes: the driver opens its fds 1 to 4 again through
+	// /proc/self/fd (R has no dup(2) nor a connection on a descriptor). A
+	// pipe's inode belongs to the daemon, whom the sandbox's user namespace
+	// may not map, so its mode lets the driver open it; only a process that
+	// may ptrace the driver can reach it there, and such a process holds
+	// the driver's descriptors anyway.
+	reopenPipes bool
+	mimetype    string
+	extension   string
 }
 
 var drivers = map[string]driverSpec{
@@ -58,5 +67,14 @@ var drivers = map[string]driverSpec{
 		argv:      []string{"ruby", "-e", driverRuby},
 		mimetype:  "text/x-ruby",
 		extension: ".rb",
+	},
+	// Rscript folds -e expressions into its command line, which bounds
+	// their length: the driver comes as an argument that -e evaluates.
+	"r": {
+		argv: []string{"Rscript", "-e",
+			"eval(parse(text = commandArgs(TRUE)[[1L]], keep.source = FALSE), new.env(parent = baseenv()))", driverR},
+		reopenPipes: true,
+		mimetype:    "text/x-r-source",
+		extension:   ".r",
 	},
 }

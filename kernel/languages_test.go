@@ -35,6 +35,8 @@ func TestParseVersion(t *testing.T) {
 		{"bash", "zsh 5.9", "", false},
 		{"ruby", "ruby 3.1.2p20 (2022-04-12 revision 4491bb740a) [x86_64-linux-gnu]", "3.1.2", true},
 		{"ruby", "jruby 9.4.5.0 (3.1.4) 2023-11-02", "", false},
+		{"r", "Rscript (R) version 4.2.2 Patched (2022-11-10 r83330)", "4.2.2", true},
+		{"r", "R version 4.2.2", "", false},
 	}
 	for _, tt := range tests {
 		got, ok := parseVersion(spec(tt.id), tt.out)
