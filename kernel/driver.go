@@ -154,8 +154,9 @@ type driverConfig struct {
 	kernelID, lang string // for messages and the log
 	// bashFraming: requests are NUL-terminated fields (drivers/README.md).
 	bashFraming bool
-	// interruptRequest: see driverSpec.
+	// interruptRequest, reopenPipes: see driverSpec.
 	interruptRequest bool
+	reopenPipes      bool
 	ws               *workspace.Workspace
 	argv             []string
 	env              []string

@@ -42,6 +42,13 @@ func startDriver(ctx context.Context, cfg driverConfig) (*driver, error) {
 	for _, f := range []*os.File{outW, errW} {
 		_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	}
+	if cfg.reopenPipes {
+		for _, f := range []*os.File{reqR, evW, outW, errW} {
+			if err := unix.Fchmod(int(f.Fd()), 0o666); err != nil {
+				return nil, fmt.Errorf("start %s kernel: its pipes: %w", cfg.lang, err)
+			}
+		}
+	}
 	proc, err := cfg.ws.Spawn(ctx, workspace.ProcSpec{
 		Argv:       cfg.argv,
 		Env:        cfg.env,

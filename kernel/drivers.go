@@ -13,6 +13,10 @@ var (
 	driverJavaScript string
 	//go:embed drivers/driver.sh
 	driverBash string
+	//go:embed drivers/driver.rb
+	driverRuby string
+	//go:embed drivers/driver.R
+	driverR string
 )
 
 // driverSpec says how to start one language's driver.
@@ -33,9 +37,16 @@ type driverSpec struct {
 	// entry, when set, makes the driver an entry of this binary run
 	// inside the sandbox (sandbox.Register): its argv and the environment
 	// entry that selects it. argv is then unused.
-	entry     func() (argv []string, envEntry string)
-	mimetype  string
-	extension string
+	entry func() (argv []string, envEntry string)
+	// reopenPipes: the driver opens its fds 1 to 4 again through
+	// /proc/self/fd (R has no dup(2) nor a connection on a descriptor). A
+	// pipe's inode belongs to the daemon, whom the sandbox's user namespace
+	// may not map, so its mode lets the driver open it; only a process that
+	// may ptrace the driver can reach it there, and such a process holds
+	// the driver's descriptors anyway.
+	reopenPipes bool
+	mimetype    string
+	extension   string
 }
 
 var drivers = map[string]driverSpec{
@@ -57,4 +68,18 @@ var drivers = map[string]driverSpec{
 		extension:   ".sh",
 	},
 	"sql": sqlDriver,
+	"ruby": {
+		argv:      []string{"ruby", "-e", driverRuby},
+		mimetype:  "text/x-ruby",
+		extension: ".rb",
+	},
+	// Rscript folds -e expressions into its command line, which bounds
+	// their length: the driver comes as an argument that -e evaluates.
+	"r": {
+		argv: []string{"Rscript", "-e",
+			"eval(parse(text = commandArgs(TRUE)[[1L]], keep.source = FALSE), new.env(parent = baseenv()))", driverR},
+		reopenPipes: true,
+		mimetype:    "text/x-r-source",
+		extension:   ".r",
+	},
 }

@@ -28,6 +28,8 @@ func TestRealDrivers(t *testing.T) {
 		{"python", "v = 'ünï'", "print(v)", "print('looping', flush=True)\nwhile True: pass"},
 		{"javascript", "let v = 'ünï'", "console.log(v)", "console.log('looping'); while (true) {}"},
 		{"bash", "v=ünï", "echo $v", "echo looping; while :; do :; done"},
+		{"ruby", "v = 'ünï'", "puts v", "puts 'looping'\nloop {}"},
+		{"r", "v <- 'ünï'", "cat(v, '\\n', sep = '')", "cat('looping\\n')\nwhile (TRUE) {}"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.lang, func(t *testing.T) {
