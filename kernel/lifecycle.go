@@ -70,9 +70,19 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 	if err != nil {
 		return nil, err
 	}
+	interp, err := resolveInterpreter(ctx, lang, ws, p.Interpreter)
+	if err != nil {
+		if ownWS {
+			_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), ws.ID(), true)
+		}
+		return nil, err
+	}
+	if interp.info.Warning != "" {
+		m.log.Warn("kernel runs the host's interpreter", "kernel", id, "workspace", ws.ID(), "reason", interp.info.Warning)
+	}
 	now := time.Now()
 	k := &Kernel{
-		m: m, id: id, lang: p.Language, langInfo: lang, ws: ws, ownWS: ownWS,
+		m: m, id: id, lang: p.Language, langInfo: lang, ws: ws, ownWS: ownWS, interp: interp,
 		limits: limits, env: env, dir: dir, network: network,
 		out:       newOutput(id, m.opts.ReplayBytes, opener),
 		state:     protocol.KernelStateStarting,
@@ -214,6 +224,10 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 		if argv, env, err = jupyterDriver(k.langInfo.jupyter, env, k.m.opts.StartTimeout); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrLanguage, err)
 		}
+	case k.interp.run != "":
+		// The interpreter resolveInterpreter chose: the user's, or the one
+		// DetectLanguages found (and initialize reported).
+		argv = append([]string{k.interp.run}, argv[1:]...)
 	case k.langInfo.Path != "":
 		// The interpreter DetectLanguages found (and initialize reported),
 		// in a directory the sandbox has.
@@ -221,7 +235,7 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 	}
 	return startDriver(ctx, driverConfig{
 		kernelID: k.id, lang: k.lang, bashFraming: spec.bashFraming, interruptRequest: spec.interruptRequest,
-		ws: k.ws, argv: argv, env: env, dir: k.dir, limits: k.limits, network: k.network,
+		ws: k.ws, argv: argv, env: env, dir: k.dir, limits: k.limits, network: k.network, readOnly: k.interp.binds,
 		startTimeout: k.m.opts.StartTimeout, log: k.m.log,
 		out: k.out, prompt: k, stop: k.closed,
 	})
