@@ -107,7 +107,12 @@ func resolveInterpreter(ctx context.Context, lang Language, ws *workspace.Worksp
 		}
 		return interpreter{}, nil
 	}
-	root := projectRoot(ws)
+	return resolveIn(ctx, lang, spec, projectRoot(ws), explicit)
+}
+
+// resolveIn is resolveInterpreter for a project at the host directory
+// root ("" for none).
+func resolveIn(ctx context.Context, lang Language, spec languageSpec, root, explicit string) (interpreter, error) {
 	if explicit != "" {
 		in, err := explicitInterpreter(ctx, spec, root, explicit)
 		if err != nil {

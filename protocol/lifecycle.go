@@ -20,11 +20,6 @@ type ClientCapabilities struct {
 	// PositionEncoding is how the client counts cursorPos: "utf-32" (code
 	// points, the default), "utf-16" or "utf-8".
 	PositionEncoding PositionEncoding `json:"positionEncoding,omitempty"`
-	// Interpreters are the interpreters found on the host: the system's,
-	// and the versions installed by pyenv, uv, nvm, asdf and fnm (whose
-	// versions are their directories' names). kernel/start's result says
-	// which one a kernel runs. Extension.
-	Interpreters []InterpreterInfo `json:"interpreters,omitempty"`
 }
 
 // PositionEncoding is the unit of cursorPos, cursorStart and cursorEnd.
@@ -58,6 +53,11 @@ type ServerCapabilities struct {
 	// Extension: the position encoding the server will use for this
 	// connection, echoing the client's choice (LSP 3.17).
 	PositionEncoding PositionEncoding `json:"positionEncoding,omitempty"`
+	// Interpreters are the interpreters found on the host: the system's,
+	// and the versions installed by pyenv, uv, nvm, asdf and fnm (whose
+	// versions are their directories' names). kernel/start's result says
+	// which one a kernel runs. Extension.
+	Interpreters []InterpreterInfo `json:"interpreters,omitempty"`
 }
 
 // LanguageCapability describes one kernel language.
