@@ -146,13 +146,6 @@ export interface ClientCapabilities {
    * points, the default), "utf-16" or "utf-8".
    */
   positionEncoding?: PositionEncoding;
-  /**
-   * interpreters are the interpreters found on the host: the system's,
-   * and the versions installed by pyenv, uv, nvm, asdf and fnm (whose
-   * versions are their directories' names). kernel/start's result says
-   * which one a kernel runs. Extension.
-   */
-  interpreters?: InterpreterInfo[];
 }
 
 /** PositionEncoding is the unit of cursorPos, cursorStart and cursorEnd. */
@@ -187,6 +180,13 @@ export interface ServerCapabilities {
    * connection, echoing the client's choice (LSP 3.17).
    */
   positionEncoding?: PositionEncoding;
+  /**
+   * interpreters are the interpreters found on the host: the system's,
+   * and the versions installed by pyenv, uv, nvm, asdf and fnm (whose
+   * versions are their directories' names). kernel/start's result says
+   * which one a kernel runs. Extension.
+   */
+  interpreters?: InterpreterInfo[];
 }
 
 /** LanguageCapability describes one kernel language. */

@@ -232,7 +232,6 @@ M.enums = {
 ---@class cellbox.ClientCapabilities
 ---@field inputRequest? boolean inputRequest: the client answers the server-to-client request kernel/inputRequest.
 ---@field positionEncoding? cellbox.PositionEncoding positionEncoding is how the client counts cursorPos: "utf-32" (code points, the default), "utf-16" or "utf-8".
----@field interpreters? cellbox.InterpreterInfo[] interpreters are the interpreters found on the host: the system's, and the versions installed by pyenv, uv, nvm, asdf and fnm (whose versions are their directories' names). kernel/start's result says which one a kernel runs. Extension.
 
 --- PositionEncoding is the unit of cursorPos, cursorStart and cursorEnd.
 ---@alias cellbox.PositionEncoding "utf-32"|"utf-16"|"utf-8"
@@ -254,6 +253,7 @@ M.enums = {
 ---@field sandbox cellbox.SandboxCapabilities
 ---@field limits cellbox.LimitCapabilities
 ---@field positionEncoding? cellbox.PositionEncoding Extension: the position encoding the server will use for this connection, echoing the client's choice (LSP 3.17).
+---@field interpreters? cellbox.InterpreterInfo[] interpreters are the interpreters found on the host: the system's, and the versions installed by pyenv, uv, nvm, asdf and fnm (whose versions are their directories' names). kernel/start's result says which one a kernel runs. Extension.
 
 --- LanguageCapability describes one kernel language.
 ---@class cellbox.LanguageCapability
