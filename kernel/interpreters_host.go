@@ -125,3 +125,22 @@ func compareVersions(a, b string) int {
 	}
 	return cmp.Compare(len(as), len(bs))
 }
+
+// ProjectBinds are the read-only binds the interpreters of the project at
+// the host directory root need (its virtual environment's base prefix,
+// the prefix of the node its .nvmrc names): workspace.Options.ProjectReadOnly.
+func ProjectBinds(root string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*versionTimeout)
+	defer cancel()
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		root = real
+	}
+	var out []string
+	for _, id := range []string{"python", "javascript"} {
+		spec, _ := specOf(id)
+		if in, found, err := projectInterpreter(ctx, spec, root); err == nil && found {
+			out = append(out, in.binds...)
+		}
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cellbox-dev/cellbox/protocol"
@@ -324,6 +326,51 @@ func TestInterpreters(t *testing.T) {
 		b, bs := startKernel(t, m, protocol.KernelStartParams{Language: "bash", WorkspaceID: wsID})
 		if got := run(t, b, bs, "ls "+prefix+"/bin"); !strings.Contains(got, "python3") {
 			t.Fatalf("bash in the sandbox with the bind: %q", got)
+		}
+	})
+
+	t.Run("project binds at sandbox start", func(t *testing.T) {
+		prefix := pythonPrefix(t)
+		ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir(), ProjectReadOnly: ProjectBinds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
+		t.Cleanup(func() {
+			m.Close()
+			for _, info := range ws.List() {
+				_ = ws.CloseWorkspace(context.Background(), info.WorkspaceID, true)
+			}
+			ws.Close()
+		})
+		project := t.TempDir()
+		makeVenv(t, filepath.Join(prefix, "bin", "python3"), project)
+		wsID := openProject(t, ws, project)
+		w, err := ws.Get(wsID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A program (as a terminal) starts the sandbox first and runs on;
+		// the sandbox already binds the venv's base, so the venv's python
+		// runs there and a python kernel joins.
+		r, wr, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		proc, err := w.Spawn(context.Background(), workspace.ProcSpec{Argv: []string{"/bin/sh", "-c", ".venv/bin/python -c 'import sys; print(sys.base_prefix)'; exec sleep 1000"}, Stdout: wr})
+		wr.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = proc.SignalTree(syscall.SIGKILL); _, _ = proc.Wait() }()
+		line, err := bufio.NewReader(r).ReadString('\n')
+		if err != nil || line != prefix+"\n" {
+			t.Fatalf("the venv's python in a program of the sandbox: %q, %v", line, err)
+		}
+		k, s := startKernel(t, m, protocol.KernelStartParams{Language: "python", WorkspaceID: wsID})
+		if got := run(t, k, s, "import sys; print(sys.prefix, sys.base_prefix)"); got != "/workspace/.venv "+prefix+"\n" {
+			t.Fatalf("the kernel beside it: %q", got)
 		}
 	})
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -186,6 +187,14 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network, 
 			if err := cg.Remove(); err != nil {
 				w.m.log.Warn("sandbox cgroup left behind", "workspace", w.id, "err", err)
 			}
+		}
+	}
+	if w.mode != protocol.WorkspaceModeScratch && w.m.opts.ProjectReadOnly != nil {
+		project := w.m.opts.ProjectReadOnly(w.root)
+		if err := w.m.checkBinds(project); err != nil {
+			w.m.log.Warn("the project's interpreters are not bound", "workspace", w.id, "err", err)
+		} else {
+			need = append(slices.Clip(need), project...)
 		}
 	}
 	readOnly := unionBinds(w.m.opts.ReadOnly, need)
