@@ -28,6 +28,11 @@ import (
 //   - for python, the project's virtual environment: .venv, else venv, in
 //     the workspace's root (overlay and direct workspaces), run as
 //     /workspace/.venv/bin/python so that sys.prefix is the environment;
+//   - for python, else, the pyenv version the project's .python-version
+//     names, under $PYENV_ROOT/versions (~/.pyenv/versions): a name
+//     there (a pyenv-virtualenv environment too), else the newest version
+//     it begins (3.12 picks 3.12.x); "system" is the host's. A pyenv shim
+//     on the daemon's PATH is not followed (DetectLanguages);
 //   - for javascript, the node version the project's .nvmrc (else
 //     .node-version) names, installed by nvm ($NVM_DIR, ~/.nvm), asdf
 //     ($ASDF_DATA_DIR, ~/.asdf) or fnm ($FNM_DIR, ~/.local/share/fnm);
@@ -182,6 +187,32 @@ func projectInterpreter(ctx context.Context, spec languageSpec, root string) (in
 			in.info.Source = SourceVenv
 			return in, true, nil
 		}
+		file := filepath.Join(root, ".python-version")
+		want, err := readPythonVersion(file)
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && want == "system") {
+			return interpreter{}, false, nil
+		}
+		if err != nil {
+			return interpreter{}, false, err
+		}
+		exe, err := findPyenv(want)
+		if err != nil {
+			return interpreter{}, false, fmt.Errorf("%s names python %s: %v", file, want, err)
+		}
+		var in interpreter
+		if venv, ok := venvOf(exe); ok {
+			// A pyenv-virtualenv environment.
+			in, err = venvInterpreter(ctx, spec, root, venv)
+		} else if real, rerr := filepath.EvalSymlinks(exe); rerr != nil {
+			err = rerr
+		} else {
+			in, err = hostInterpreter(ctx, spec, real)
+		}
+		if err != nil {
+			return interpreter{}, false, fmt.Errorf("%s names python %s: %v", file, want, err)
+		}
+		in.info.Source = SourceVersionFile
+		return in, true, nil
 	case "javascript":
 		for _, name := range nodeVersionFiles {
 			file := filepath.Join(root, name)
@@ -613,4 +644,72 @@ func versionParts(s string) ([]int, bool) {
 		out[i] = n
 	}
 	return out, true
+}
+
+// readPythonVersion is the first version a .python-version names.
+func readPythonVersion(file string) (string, error) {
+	b, err := readBounded(file)
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		v := fields[0]
+		if v == "." || v == ".." || strings.ContainsAny(v, "/\\") || len(v) > 255 {
+			return "", fmt.Errorf("%s names %q, which is not a pyenv version", file, firstLine(v))
+		}
+		return v, nil
+	}
+	return "", fmt.Errorf("%s names no version", file)
+}
+
+// pyenvVersions is pyenv's directory of versions.
+func pyenvVersions() string {
+	if v := os.Getenv("PYENV_ROOT"); filepath.IsAbs(v) {
+		return filepath.Join(v, "versions")
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		return filepath.Join(home, ".pyenv", "versions")
+	}
+	return ""
+}
+
+// findPyenv is the python3 of the pyenv version want: the version of that
+// name, else the newest whose number begins with want's components.
+func findPyenv(want string) (string, error) {
+	dir := pyenvVersions()
+	if dir == "" {
+		return "", errors.New("no pyenv directory (no home directory)")
+	}
+	exe := func(name string) (string, bool) {
+		for _, n := range []string{"python3", "python"} {
+			p := filepath.Join(dir, name, "bin", n)
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return p, true
+			}
+		}
+		return "", false
+	}
+	if p, ok := exe(want); ok {
+		return p, nil
+	}
+	es, _ := os.ReadDir(dir)
+	best := ""
+	for _, e := range es {
+		name := e.Name()
+		if !strings.HasPrefix(name, want+".") || installedVersion.FindString(name) != name {
+			continue
+		}
+		if _, ok := exe(name); ok && (best == "" || compareVersions(name, best) > 0) {
+			best = name
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("not installed (looked in %s)", dir)
+	}
+	p, _ := exe(best)
+	return p, nil
 }

@@ -150,12 +150,24 @@ func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
 // library found through DIR/lib/pythonX.Y. It returns DIR.
 func pythonPrefix(t *testing.T) string {
 	t.Helper()
+	_, ver := hostPython(t)
+	return pythonPrefixAt(t, filepath.Join(homeTemp(t), "python-"+ver))
+}
+
+// hostPython is the host's python3, symlinks resolved, and its X.Y.
+func hostPython(t *testing.T) (string, string) {
+	t.Helper()
 	real, err := filepath.EvalSymlinks("/usr/bin/python3")
 	if err != nil {
 		t.Skipf("no /usr/bin/python3: %v", err)
 	}
-	ver := strings.TrimSpace(mustRun(t, real, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"))
-	prefix := filepath.Join(homeTemp(t), "python-"+ver)
+	return real, strings.TrimSpace(mustRun(t, real, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"))
+}
+
+// pythonPrefixAt is pythonPrefix at the directory prefix.
+func pythonPrefixAt(t *testing.T, prefix string) string {
+	t.Helper()
+	real, ver := hostPython(t)
 	copyFile(t, real, filepath.Join(prefix, "bin", "python"+ver), 0o755)
 	if err := os.Symlink("python"+ver, filepath.Join(prefix, "bin", "python3")); err != nil {
 		t.Fatal(err)
@@ -371,6 +383,59 @@ func TestInterpreters(t *testing.T) {
 		k, s := startKernel(t, m, protocol.KernelStartParams{Language: "python", WorkspaceID: wsID})
 		if got := run(t, k, s, "import sys; print(sys.prefix, sys.base_prefix)"); got != "/workspace/.venv "+prefix+"\n" {
 			t.Fatalf("the kernel beside it: %q", got)
+		}
+	})
+
+	t.Run("python-version", func(t *testing.T) {
+		_, ver := hostPython(t)
+		pyenv := filepath.Join(homeTemp(t), ".pyenv")
+		prefix := pythonPrefixAt(t, filepath.Join(pyenv, "versions", ver+".99"))
+		t.Setenv("PYENV_ROOT", pyenv)
+		ws, m := interpManagers(t)
+		for _, named := range []string{ver + ".99", ver} {
+			project := t.TempDir()
+			if err := os.WriteFile(filepath.Join(project, ".python-version"), []byte(named+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			k, s := startKernel(t, m, protocol.KernelStartParams{Language: "python", WorkspaceID: openProject(t, ws, project)})
+			if in := k.StartResult().Interpreter; in == nil || in.Source != SourceVersionFile || in.Prefix != prefix {
+				t.Fatalf(".python-version %s: interpreter %+v", named, in)
+			}
+			if got := run(t, k, s, "import sys; print(sys.prefix)"); got != prefix+"\n" {
+				t.Fatalf(".python-version %s: sys.prefix %q", named, got)
+			}
+		}
+		project := t.TempDir()
+		if err := os.WriteFile(filepath.Join(project, ".python-version"), []byte("2.1.0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := startKernel(t, m, protocol.KernelStartParams{Language: "python", WorkspaceID: openProject(t, ws, project)})
+		if in := k.StartResult().Interpreter; in == nil || in.Source != SourceSystem || !strings.Contains(in.Warning, "python 2.1.0: not installed") {
+			t.Fatalf("a missing version: interpreter %+v", in)
+		}
+	})
+
+	// A venv of a real pyenv python, where the host has one.
+	t.Run("pyenv venv", func(t *testing.T) {
+		var base protocol.InterpreterInfo
+		for _, in := range HostInterpreters(nil) {
+			if in.Source == "pyenv" && in.Prefix != "" && checkPrefix(in.Prefix, languageSpecs[0]) == nil {
+				base = in
+			}
+		}
+		if base.Path == "" {
+			t.Skip("no pyenv python installed")
+		}
+		ws, m := interpManagers(t)
+		project := t.TempDir()
+		makeVenv(t, base.Path, project)
+		k, s := startKernel(t, m, protocol.KernelStartParams{Language: "python", WorkspaceID: openProject(t, ws, project)})
+		if in := k.StartResult().Interpreter; in == nil || in.Source != SourceVenv || in.Prefix != base.Prefix {
+			t.Fatalf("interpreter: %+v, want the prefix %s", in, base.Prefix)
+		}
+		want := "/workspace/.venv " + base.Prefix + " 42\n"
+		if got := run(t, k, s, "import sys, cellbox_probe_pkg; print(sys.prefix, sys.base_prefix, cellbox_probe_pkg.VALUE)"); got != want {
+			t.Fatalf("have %q, want %q", got, want)
 		}
 	})
 
