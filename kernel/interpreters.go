@@ -253,6 +253,9 @@ func explicitInterpreter(ctx context.Context, spec languageSpec, root, p string)
 	}
 	if spec.id == "python" {
 		if venv, ok := venvOf(p); ok {
+			if real, err := filepath.EvalSymlinks(venv); err == nil {
+				venv = real
+			}
 			in, err := venvInterpreter(ctx, spec, root, venv)
 			if err != nil {
 				return interpreter{}, err
@@ -307,6 +310,12 @@ func venvOf(p string) (string, bool) {
 // /workspace when dir is in the project at root; its base interpreter's
 // prefix is bound, and dir too when it is not in the project.
 func venvInterpreter(ctx context.Context, spec languageSpec, root, dir string) (interpreter, error) {
+	// A .venv that links elsewhere is an environment outside the project.
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return interpreter{}, fmt.Errorf("%s: %v", dir, unwrapPath(err))
+	}
+	dir = real
 	var exe string
 	for _, name := range []string{"python3", "python"} {
 		p := filepath.Join(dir, "bin", name)

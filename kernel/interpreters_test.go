@@ -386,6 +386,32 @@ func TestInterpreters(t *testing.T) {
 		}
 	})
 
+	t.Run("venv outside the project", func(t *testing.T) {
+		ws, m := interpManagers(t)
+		envs := homeTemp(t)
+		makeVenv(t, "/usr/bin/python3", envs)
+		venv := filepath.Join(envs, ".venv")
+		// Named explicitly, and linked from the project's .venv.
+		k, s := startKernel(t, m, protocol.KernelStartParams{Language: "python", Interpreter: filepath.Join(venv, "bin", "python")})
+		if in := k.StartResult().Interpreter; in == nil || in.Source != SourceExplicit || in.Path != filepath.Join(venv, "bin", "python") {
+			t.Fatalf("explicit: interpreter %+v", in)
+		}
+		if got := run(t, k, s, "import sys, cellbox_probe_pkg; print(sys.prefix, cellbox_probe_pkg.VALUE)"); got != venv+" 42\n" {
+			t.Fatalf("explicit: %q", got)
+		}
+		project := t.TempDir()
+		if err := os.Symlink(venv, filepath.Join(project, ".venv")); err != nil {
+			t.Fatal(err)
+		}
+		k, s = startKernel(t, m, protocol.KernelStartParams{Language: "python", WorkspaceID: openProject(t, ws, project)})
+		if in := k.StartResult().Interpreter; in == nil || in.Source != SourceVenv || in.Path != filepath.Join(venv, "bin", "python3") {
+			t.Fatalf(".venv linking out: interpreter %+v", in)
+		}
+		if got := run(t, k, s, "import sys, cellbox_probe_pkg; print(sys.prefix, cellbox_probe_pkg.VALUE)"); got != venv+" 42\n" {
+			t.Fatalf(".venv linking out: %q", got)
+		}
+	})
+
 	t.Run("python-version", func(t *testing.T) {
 		_, ver := hostPython(t)
 		pyenv := filepath.Join(homeTemp(t), ".pyenv")
