@@ -96,9 +96,10 @@ var sensitiveDirs = []string{
 }
 
 // resolveInterpreter chooses the interpreter of a kernel of language lang
-// in ws; explicit is kernel/start's interpreter. A zero interpreter (run
+// in ws; hidden are the directories no sandbox sees (the state dir) and
+// explicit is kernel/start's interpreter. A zero interpreter (run
 // "") means the driver's default (Jupyter kernels).
-func resolveInterpreter(ctx context.Context, lang Language, ws *workspace.Workspace, explicit string) (interpreter, error) {
+func resolveInterpreter(ctx context.Context, lang Language, ws *workspace.Workspace, hidden []string, explicit string) (interpreter, error) {
 	if lang.jupyter != nil {
 		if explicit != "" {
 			return interpreter{}, fmt.Errorf("%w: invalid params for kernel/start: field \"interpreter\" is for python, javascript and bash kernels, not %s (its kernelspec names the interpreter)", ErrInvalid, lang.ID)
@@ -112,14 +113,36 @@ func resolveInterpreter(ctx context.Context, lang Language, ws *workspace.Worksp
 		}
 		return interpreter{}, nil
 	}
-	return resolveIn(ctx, lang, spec, projectRoot(ws), explicit)
+	st := site{root: projectRoot(ws), writable: hidden}
+	if st.root != "" {
+		st.writable = append([]string{st.root}, hidden...)
+	}
+	return resolveIn(ctx, lang, spec, st, explicit)
+}
+
+// site is where an interpreter is chosen: the project's root ("" for
+// none), and the host directories that sandboxes can write (the project,
+// the state dir with every overlay's upper layer), where an interpreter
+// that runs on the host (its --version) may not be.
+type site struct {
+	root     string
+	writable []string
+}
+
+// interpreterNames are the names of the interpreters a project may name
+// (a venv's base, an installed version): a project does not get the host
+// to run another program.
+var interpreterNames = map[string]*regexp.Regexp{
+	"python":     regexp.MustCompile(`^python(\d+(\.\d+)?)?$`),
+	"javascript": regexp.MustCompile(`^node$`),
 }
 
 // resolveIn is resolveInterpreter for a project at the host directory
 // root ("" for none).
-func resolveIn(ctx context.Context, lang Language, spec languageSpec, root, explicit string) (interpreter, error) {
+func resolveIn(ctx context.Context, lang Language, spec languageSpec, st site, explicit string) (interpreter, error) {
+	root := st.root
 	if explicit != "" {
-		in, err := explicitInterpreter(ctx, spec, root, explicit)
+		in, err := explicitInterpreter(ctx, spec, st, explicit)
 		if err != nil {
 			return interpreter{}, fmt.Errorf("%w: invalid params for kernel/start: field \"interpreter\": %v", ErrInvalid, err)
 		}
@@ -132,7 +155,7 @@ func resolveIn(ctx context.Context, lang Language, spec languageSpec, root, expl
 	if root == "" {
 		return system, nil
 	}
-	in, found, err := projectInterpreter(ctx, spec, root)
+	in, found, err := projectInterpreter(ctx, spec, st)
 	switch {
 	case err != nil:
 		system.info.Warning = err.Error() + "; the host's " + spec.command + " runs"
@@ -172,7 +195,8 @@ func projectRoot(ws *workspace.Workspace) string {
 // projectInterpreter is the interpreter the project at root names for
 // spec's language: found false when it names none, an error when it names
 // one that cannot run.
-func projectInterpreter(ctx context.Context, spec languageSpec, root string) (interpreter, bool, error) {
+func projectInterpreter(ctx context.Context, spec languageSpec, st site) (interpreter, bool, error) {
+	root := st.root
 	switch spec.id {
 	case "python":
 		for _, name := range venvNames {
@@ -180,7 +204,7 @@ func projectInterpreter(ctx context.Context, spec languageSpec, root string) (in
 			if _, err := os.Lstat(filepath.Join(dir, "pyvenv.cfg")); err != nil {
 				continue
 			}
-			in, err := venvInterpreter(ctx, spec, root, dir)
+			in, err := venvInterpreter(ctx, spec, st, dir)
 			if err != nil {
 				return interpreter{}, false, fmt.Errorf("the project's virtual environment %s cannot run: %v", dir, err)
 			}
@@ -202,11 +226,11 @@ func projectInterpreter(ctx context.Context, spec languageSpec, root string) (in
 		var in interpreter
 		if venv, ok := venvOf(exe); ok {
 			// A pyenv-virtualenv environment.
-			in, err = venvInterpreter(ctx, spec, root, venv)
+			in, err = venvInterpreter(ctx, spec, st, venv)
 		} else if real, rerr := filepath.EvalSymlinks(exe); rerr != nil {
 			err = rerr
 		} else {
-			in, err = hostInterpreter(ctx, spec, real)
+			in, err = hostInterpreter(ctx, spec, real, st, true)
 		}
 		if err != nil {
 			return interpreter{}, false, fmt.Errorf("%s names python %s: %v", file, want, err)
@@ -227,7 +251,7 @@ func projectInterpreter(ctx context.Context, spec languageSpec, root string) (in
 			if err != nil {
 				return interpreter{}, false, fmt.Errorf("%s names node %s: %v", file, want, err)
 			}
-			in, err := hostInterpreter(ctx, spec, exe)
+			in, err := hostInterpreter(ctx, spec, exe, st, true)
 			if err != nil {
 				return interpreter{}, false, fmt.Errorf("%s names node %s: %v", file, want, err)
 			}
@@ -239,7 +263,8 @@ func projectInterpreter(ctx context.Context, spec languageSpec, root string) (in
 }
 
 // explicitInterpreter checks kernel/start's interpreter p.
-func explicitInterpreter(ctx context.Context, spec languageSpec, root, p string) (interpreter, error) {
+func explicitInterpreter(ctx context.Context, spec languageSpec, st site, p string) (interpreter, error) {
+	root := st.root
 	if !filepath.IsAbs(p) {
 		return interpreter{}, fmt.Errorf("%q is not an absolute host path", p)
 	}
@@ -256,7 +281,7 @@ func explicitInterpreter(ctx context.Context, spec languageSpec, root, p string)
 			if real, err := filepath.EvalSymlinks(venv); err == nil {
 				venv = real
 			}
-			in, err := venvInterpreter(ctx, spec, root, venv)
+			in, err := venvInterpreter(ctx, spec, st, venv)
 			if err != nil {
 				return interpreter{}, err
 			}
@@ -276,7 +301,7 @@ func explicitInterpreter(ctx context.Context, spec languageSpec, root, p string)
 	if root != "" && within(real, root) {
 		return interpreter{}, fmt.Errorf("%q is a file of the project, which does not run on the host; only a virtual environment there is supported", p)
 	}
-	in, err := hostInterpreter(ctx, spec, real)
+	in, err := hostInterpreter(ctx, spec, real, st, false)
 	if err != nil {
 		return interpreter{}, err
 	}
@@ -309,7 +334,8 @@ func venvOf(p string) (string, bool) {
 // venvInterpreter is the virtual environment dir's python, run from
 // /workspace when dir is in the project at root; its base interpreter's
 // prefix is bound, and dir too when it is not in the project.
-func venvInterpreter(ctx context.Context, spec languageSpec, root, dir string) (interpreter, error) {
+func venvInterpreter(ctx context.Context, spec languageSpec, st site, dir string) (interpreter, error) {
+	root := st.root
 	// A .venv that links elsewhere is an environment outside the project.
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -331,7 +357,7 @@ func venvInterpreter(ctx context.Context, spec languageSpec, root, dir string) (
 	if err != nil {
 		return interpreter{}, err
 	}
-	in, err := hostInterpreter(ctx, spec, base)
+	in, err := hostInterpreter(ctx, spec, base, st, true)
 	if err != nil {
 		return interpreter{}, fmt.Errorf("its base interpreter %s: %v", base, err)
 	}
@@ -414,7 +440,16 @@ func readBounded(p string) ([]byte, error) {
 // hostInterpreter checks the interpreter at the real (symlinks resolved)
 // host path real: in a bin/ directory of a prefix checkPrefix accepts,
 // and its --version is one of spec's language.
-func hostInterpreter(ctx context.Context, spec languageSpec, real string) (interpreter, error) {
+func hostInterpreter(ctx context.Context, spec languageSpec, real string, st site, fromProject bool) (interpreter, error) {
+	// Nothing sandboxes can write runs on the host.
+	for _, w := range st.writable {
+		if within(real, w) {
+			return interpreter{}, fmt.Errorf("%s lies in %s, which sandboxes can write; it does not run on the host", real, w)
+		}
+	}
+	if re := interpreterNames[spec.id]; fromProject && re != nil && !re.MatchString(filepath.Base(real)) {
+		return interpreter{}, fmt.Errorf("%s is not named as a %s interpreter", real, spec.displayName)
+	}
 	fi, err := os.Stat(real)
 	if err != nil {
 		return interpreter{}, fmt.Errorf("%s: %v", real, unwrapPath(err))
@@ -422,27 +457,28 @@ func hostInterpreter(ctx context.Context, spec languageSpec, real string) (inter
 	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 		return interpreter{}, fmt.Errorf("%s is not an executable file", real)
 	}
+	var prefix string
+	if !workspace.SandboxShows(real) {
+		bin := filepath.Dir(real)
+		if filepath.Base(bin) != "bin" {
+			return interpreter{}, fmt.Errorf("%s is not in a bin/ directory, so it has no prefix to bind into the sandbox", real)
+		}
+		prefix = filepath.Dir(bin)
+		if err := checkPrefix(prefix, spec); err != nil {
+			return interpreter{}, err
+		}
+	}
 	version, err := interpreterVersion(ctx, spec, real)
 	if err != nil {
 		return interpreter{}, err
 	}
 	in := interpreter{
-		info: protocol.InterpreterInfo{Path: real, Version: version},
+		info: protocol.InterpreterInfo{Path: real, Version: version, Prefix: prefix},
 		run:  real,
 	}
-	if workspace.SandboxShows(real) {
-		return in, nil
+	if prefix != "" {
+		in.binds = []string{prefix}
 	}
-	bin := filepath.Dir(real)
-	if filepath.Base(bin) != "bin" {
-		return interpreter{}, fmt.Errorf("%s is not in a bin/ directory, so it has no prefix to bind into the sandbox", real)
-	}
-	prefix := filepath.Dir(bin)
-	if err := checkPrefix(prefix, spec); err != nil {
-		return interpreter{}, err
-	}
-	in.info.Prefix = prefix
-	in.binds = []string{prefix}
 	return in, nil
 }
 

@@ -92,17 +92,15 @@ func HostInterpreters(langs []Language) []protocol.InterpreterInfo {
 // (python, javascript, bash) would run in a workspace on the project at
 // the host directory root, without kernel/start's interpreter: the
 // project's, or the host's with a warning saying why not the project's.
-func ProjectInterpreters(ctx context.Context, root string, langs []Language) []protocol.InterpreterInfo {
-	if real, err := filepath.EvalSymlinks(root); err == nil {
-		root = real
-	}
+func ProjectInterpreters(ctx context.Context, root string, hidden []string, langs []Language) []protocol.InterpreterInfo {
+	st := projectSite(root, hidden)
 	var out []protocol.InterpreterInfo
 	for _, l := range langs {
 		spec, ok := specOf(l.ID)
 		if !ok || l.jupyter != nil || !l.Available {
 			continue
 		}
-		in, err := resolveIn(ctx, l, spec, root, "")
+		in, err := resolveIn(ctx, l, spec, st, "")
 		if err != nil {
 			continue
 		}
@@ -129,18 +127,25 @@ func compareVersions(a, b string) int {
 // ProjectBinds are the read-only binds the interpreters of the project at
 // the host directory root need (its virtual environment's base prefix,
 // the prefix of the node its .nvmrc names): workspace.Options.ProjectReadOnly.
-func ProjectBinds(root string) []string {
+// hidden are the directories no sandbox sees (the state dir).
+func ProjectBinds(root string, hidden []string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*versionTimeout)
 	defer cancel()
-	if real, err := filepath.EvalSymlinks(root); err == nil {
-		root = real
-	}
+	st := projectSite(root, hidden)
 	var out []string
 	for _, id := range []string{"python", "javascript"} {
 		spec, _ := specOf(id)
-		if in, found, err := projectInterpreter(ctx, spec, root); err == nil && found {
+		if in, found, err := projectInterpreter(ctx, spec, st); err == nil && found {
 			out = append(out, in.binds...)
 		}
 	}
 	return out
+}
+
+// projectSite is the site of the project at root (symlinks resolved).
+func projectSite(root string, hidden []string) site {
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		root = real
+	}
+	return site{root: root, writable: append([]string{root}, hidden...)}
 }

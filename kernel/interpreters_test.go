@@ -314,6 +314,45 @@ func TestInterpreters(t *testing.T) {
 		}
 	})
 
+	// A project (or code in a sandbox, in a direct workspace) names a
+	// program of its own as a venv's base: it does not run on the host.
+	t.Run("project program as a base", func(t *testing.T) {
+		ws, m := interpManagers(t)
+		project := homeTemp(t) // outside /tmp, whose prefixes are refused anyway
+		marker := filepath.Join(t.TempDir(), "ran")
+		venv := filepath.Join(project, ".venv")
+		if err := os.MkdirAll(filepath.Join(venv, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(project, "evil", "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		evil := filepath.Join(project, "evil", "bin", "python3")
+		if err := os.WriteFile(evil, []byte("#!/bin/sh\ntouch "+marker+"\necho Python 3.11.0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ link, home, want string }{
+			{evil, "/nonexistent", "which sandboxes can write"},               // bin/python3 links to it
+			{"python3.copy", filepath.Dir(evil), "which sandboxes can write"}, // pyvenv.cfg's home names it
+			{"/bin/sh", "/nonexistent", "not named as a Python interpreter"},  // another host program
+		} {
+			_ = os.Remove(filepath.Join(venv, "bin", "python3"))
+			if err := os.Symlink(tc.link, filepath.Join(venv, "bin", "python3")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(venv, "pyvenv.cfg"), []byte("home = "+tc.home+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			k, _ := startKernel(t, m, protocol.KernelStartParams{Language: "python", WorkspaceID: openProject(t, ws, project)})
+			if in := k.StartResult().Interpreter; in == nil || in.Source != SourceSystem || !strings.Contains(in.Warning, tc.want) {
+				t.Errorf("bin/python3 -> %s, home %s: interpreter %+v, want a warning saying %q", tc.link, tc.home, in, tc.want)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("the project's program ran on the host")
+			}
+		}
+	})
+
 	t.Run("binds need a sandbox restart", func(t *testing.T) {
 		prefix := pythonPrefix(t)
 		ws, m := interpManagers(t)

@@ -70,7 +70,7 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 	if err != nil {
 		return nil, err
 	}
-	interp, err := resolveInterpreter(ctx, lang, ws, p.Interpreter)
+	interp, err := resolveInterpreter(ctx, lang, ws, m.opts.Workspaces.Hidden(), p.Interpreter)
 	if err != nil {
 		if ownWS {
 			_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), ws.ID(), true)

@@ -71,3 +71,8 @@ func unionBinds(base, need []string) []string {
 	}
 	return out
 }
+
+// Hidden are the host directories no sandbox sees (the state dir, with
+// every workspace's writable layer, and Options.Hidden), symlinks resolved:
+// sandboxes write there, so nothing there may run on the host.
+func (m *Manager) Hidden() []string { return append([]string(nil), m.hidden...) }

@@ -190,7 +190,7 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network, 
 		}
 	}
 	if w.mode != protocol.WorkspaceModeScratch && w.m.opts.ProjectReadOnly != nil {
-		project := w.m.opts.ProjectReadOnly(w.root)
+		project := w.m.opts.ProjectReadOnly(w.root, w.m.Hidden())
 		if err := w.m.checkBinds(project); err != nil {
 			w.m.log.Warn("the project's interpreters are not bound", "workspace", w.id, "err", err)
 		} else {

@@ -108,7 +108,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	rep.Interpreters = kernel.HostInterpreters(rep.Langs)
 	if *project != "" {
-		rep.ProjectInterpreters = kernel.ProjectInterpreters(ctx, *project, rep.Langs)
+		rep.ProjectInterpreters = kernel.ProjectInterpreters(ctx, *project, []string{*stateDir}, rep.Langs)
 		for _, in := range rep.ProjectInterpreters {
 			if in.Warning != "" {
 				rep.Warnings = append(rep.Warnings, in.Language+": "+in.Warning)
