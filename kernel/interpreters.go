@@ -127,6 +127,9 @@ func resolveInterpreter(ctx context.Context, lang Language, ws *workspace.Worksp
 type site struct {
 	root     string
 	writable []string
+	// bindsOnly: only the binds are wanted (ProjectBinds, as a sandbox
+	// starts): no --version runs.
+	bindsOnly bool
 }
 
 // interpreterNames are the names of the interpreters a project may name
@@ -468,9 +471,11 @@ func hostInterpreter(ctx context.Context, spec languageSpec, real string, st sit
 			return interpreter{}, err
 		}
 	}
-	version, err := interpreterVersion(ctx, spec, real)
-	if err != nil {
-		return interpreter{}, err
+	var version string
+	if !st.bindsOnly {
+		if version, err = interpreterVersion(ctx, spec, real); err != nil {
+			return interpreter{}, err
+		}
 	}
 	in := interpreter{
 		info: protocol.InterpreterInfo{Path: real, Version: version, Prefix: prefix},

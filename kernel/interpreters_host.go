@@ -132,6 +132,7 @@ func ProjectBinds(root string, hidden []string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*versionTimeout)
 	defer cancel()
 	st := projectSite(root, hidden)
+	st.bindsOnly = true
 	var out []string
 	for _, id := range []string{"python", "javascript"} {
 		spec, _ := specOf(id)

@@ -584,3 +584,26 @@ func TestPrefixRules(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkProjectBinds: what a workspace's sandbox start spends on its
+// project's interpreters (workspace.Options.ProjectReadOnly), for a
+// project with none and one with a .venv (whose base's --version runs).
+func BenchmarkProjectBinds(b *testing.B) {
+	for _, venv := range []bool{false, true} {
+		name := "none"
+		if venv {
+			name = "venv"
+		}
+		b.Run(name, func(b *testing.B) {
+			project := b.TempDir()
+			if venv {
+				if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--without-pip", filepath.Join(project, ".venv")).CombinedOutput(); err != nil {
+					b.Skipf("python3 -m venv: %v\n%s", err, out)
+				}
+			}
+			for b.Loop() {
+				ProjectBinds(project, nil)
+			}
+		})
+	}
+}
