@@ -73,6 +73,10 @@ type interpreter struct {
 	binds []string
 }
 
+// minVersions are the oldest interpreters the drivers run on (driver.py
+// uses top-level await compilation, Python 3.8).
+var minVersions = map[string]string{"python": "3.8"}
+
 // maxConfigBytes bounds a pyvenv.cfg, .nvmrc or .node-version read.
 const maxConfigBytes = 64 << 10
 
@@ -475,6 +479,9 @@ func hostInterpreter(ctx context.Context, spec languageSpec, real string, st sit
 	if !st.bindsOnly {
 		if version, err = interpreterVersion(ctx, spec, real); err != nil {
 			return interpreter{}, err
+		}
+		if min := minVersions[spec.id]; min != "" && compareVersions(installedVersion.FindString(version), min) < 0 {
+			return interpreter{}, fmt.Errorf("%s is %s %s, older than %s, the oldest its driver runs on", real, spec.displayName, version, min)
 		}
 	}
 	in := interpreter{

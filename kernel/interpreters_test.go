@@ -504,6 +504,40 @@ func TestInterpreters(t *testing.T) {
 		}
 	})
 
+	// Each pyenv python the host has, named explicitly, runs a kernel.
+	t.Run("pyenv versions", func(t *testing.T) {
+		var found []protocol.InterpreterInfo
+		for _, in := range HostInterpreters(nil) {
+			if in.Source == "pyenv" && in.Prefix != "" && checkPrefix(in.Prefix, languageSpecs[0]) == nil {
+				found = append(found, in)
+			}
+		}
+		if len(found) == 0 {
+			t.Skip("no pyenv python installed")
+		}
+		_, m := interpManagers(t)
+		for _, in := range found {
+			s := &sink{}
+			k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "python", Interpreter: in.Path}, s)
+			if compareVersions(in.Version, "3.8") < 0 {
+				// The driver needs 3.8: a clear error, not a dead kernel.
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "older than 3.8") {
+					t.Errorf("pyenv %s: %v, want ErrInvalid saying it is older than 3.8", in.Version, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("pyenv %s: %v", in.Version, err)
+				continue
+			}
+			got := run(t, k, s, "import sys; print('%d.%d.%d' % sys.version_info[:3], sys.prefix)")
+			if want := in.Version + " " + in.Prefix + "\n"; got != want {
+				t.Errorf("pyenv %s: have %q, want %q", in.Version, got, want)
+			}
+			_ = m.Shutdown(context.Background(), k.ID())
+		}
+	})
+
 	t.Run("nvmrc", func(t *testing.T) {
 		node, err := filepath.EvalSymlinks("/usr/bin/node")
 		if err != nil {
