@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -71,6 +72,35 @@ type interpreter struct {
 	run string
 	// binds are host directories the sandbox must bind read-only.
 	binds []string
+	// venv: run is a virtual environment's bin/python.
+	venv bool
+}
+
+// environ is env for a kernel running in: a virtual environment is
+// activated (VIRTUAL_ENV, its bin/ first on PATH), and the bin/ of an
+// interpreter outside /usr comes first on PATH, so that `!pip`, `python`
+// and `npm` in the kernel's code are the kernel's own.
+func (in interpreter) environ(env []string) []string {
+	var bin string
+	switch {
+	case in.venv:
+		bin = path.Dir(in.run)
+		env = setEnv(env, "VIRTUAL_ENV", path.Dir(bin))
+	case in.info.Prefix != "":
+		bin = path.Dir(in.run)
+	default:
+		return env
+	}
+	old := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			old = v
+		}
+	}
+	if old != "" {
+		bin += ":" + old
+	}
+	return setEnv(env, "PATH", bin)
 }
 
 // minVersions are the oldest interpreters the drivers run on (driver.py
@@ -379,6 +409,7 @@ func venvInterpreter(ctx context.Context, spec languageSpec, st site, dir string
 		in.binds = append(in.binds, dir)
 	}
 	in.info.Path = exe
+	in.venv = true
 	return in, nil
 }
 

@@ -201,6 +201,12 @@ func TestInterpreters(t *testing.T) {
 		if got := run(t, k, s, "import sys, cellbox_probe_pkg; print(sys.prefix, cellbox_probe_pkg.VALUE)"); got != "/workspace/.venv 42\n" {
 			t.Fatalf("sys.prefix and the venv's package: %q", got)
 		}
+		// The venv is activated: python in a subprocess is the venv's.
+		got := run(t, k, s, "import os, subprocess\nprint(os.environ['VIRTUAL_ENV'], os.environ['PATH'].split(':')[0])\n"+
+			"print(subprocess.run(['python', '-c', 'import sys; print(sys.prefix)'], capture_output=True, text=True).stdout, end='')")
+		if got != "/workspace/.venv /workspace/.venv/bin\n/workspace/.venv\n" {
+			t.Fatalf("the venv activated: %q", got)
+		}
 		// A restart runs the venv again.
 		if err := k.Restart(context.Background()); err != nil {
 			t.Fatal(err)
@@ -563,8 +569,8 @@ func TestInterpreters(t *testing.T) {
 			if in == nil || in.Source != SourceVersionFile || in.Prefix != prefix || in.Version != strings.TrimPrefix(version, "v") {
 				t.Fatalf(".nvmrc %s: interpreter %+v", named, in)
 			}
-			if got := run(t, k, s, "console.log(process.execPath)"); got != filepath.Join(prefix, "bin", "node")+"\n" {
-				t.Fatalf(".nvmrc %s: process.execPath %q", named, got)
+			if got := run(t, k, s, "console.log(process.execPath, process.env.PATH.split(':')[0])"); got != filepath.Join(prefix, "bin", "node")+" "+filepath.Join(prefix, "bin")+"\n" {
+				t.Fatalf(".nvmrc %s: process.execPath and PATH %q", named, got)
 			}
 		}
 		// A version not installed: the host's node, with a warning.

@@ -228,6 +228,7 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 		// The interpreter resolveInterpreter chose: the user's, or the one
 		// DetectLanguages found (and initialize reported).
 		argv = append([]string{k.interp.run}, argv[1:]...)
+		env = k.interp.environ(append([]string(nil), env...))
 	case k.langInfo.Path != "":
 		// The interpreter DetectLanguages found (and initialize reported),
 		// in a directory the sandbox has.
