@@ -89,7 +89,7 @@ type ProcSpec struct {
 	// read-only at their own path (an interpreter's prefix outside /usr).
 	// Binds are made when the sandbox starts: a running sandbox without
 	// them is restarted when no program runs in it, else Spawn fails with
-	// ErrInvalid (see needBinds).
+	// ErrInvalid (ensureSandbox).
 	ReadOnly []string
 }
 
@@ -175,8 +175,8 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network, 
 			return w.sb, nil
 		}
 		if n := len(w.procs) + len(w.starting); n > 0 {
-			return nil, fmt.Errorf("%w: workspace %s's sandbox runs %d program(s) and does not show %s, which binds are added to only when the sandbox starts; shut down the workspace's kernels and terminals (then this one starts with it), or use another workspace",
-				ErrInvalid, w.id, n, strings.Join(missing, ", "))
+			return nil, fmt.Errorf("%w: workspace %s's sandbox does not bind %s, and a sandbox gets its binds when it starts; %d program(s) run in it: shut down the workspace's kernels and terminals (this one then starts a sandbox with the bind), or use another workspace",
+				ErrInvalid, w.id, strings.Join(missing, ", "), n)
 		}
 		// Nothing runs in it: a new sandbox with the binds.
 		w.m.log.Info("sandbox restarted for read-only binds", "workspace", w.id, "binds", missing)
