@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // maxInstalled bounds the versions listed per version manager.
@@ -93,7 +94,24 @@ func HostInterpreters(langs []Language) []protocol.InterpreterInfo {
 // the host directory root, without kernel/start's interpreter: the
 // project's, or the host's with a warning saying why not the project's.
 func ProjectInterpreters(ctx context.Context, root string, hidden []string, langs []Language) []protocol.InterpreterInfo {
-	st := projectSite(root, hidden)
+	return projectInterpreters(ctx, projectSite(root, hidden), langs)
+}
+
+// WorkspaceInterpreters is ProjectInterpreters for ws (workspace/open's
+// result), without running a project's interpreter to ask its version.
+func (m *Manager) WorkspaceInterpreters(ctx context.Context, ws *workspace.Workspace) []protocol.InterpreterInfo {
+	if m.opts.Languages == nil {
+		return nil
+	}
+	st := site{writable: m.opts.Workspaces.Hidden(), bindsOnly: true}
+	if root := projectRoot(ws); root != "" {
+		st.root = root
+		st.writable = append([]string{root}, st.writable...)
+	}
+	return projectInterpreters(ctx, st, m.opts.Languages())
+}
+
+func projectInterpreters(ctx context.Context, st site, langs []Language) []protocol.InterpreterInfo {
 	var out []protocol.InterpreterInfo
 	for _, l := range langs {
 		spec, ok := specOf(l.ID)

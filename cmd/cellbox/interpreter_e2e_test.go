@@ -33,8 +33,8 @@ func makeVenv(t *testing.T, dir string) {
 	}
 }
 
-// TestKernelProjectVenv: initialize lists the host's interpreters; a
-// python kernel of a workspace on a project with a .venv runs it, says so,
+// TestKernelProjectVenv: initialize lists the host's interpreters;
+// workspace/open says which ones its kernels run; a python kernel of a workspace on a project with a .venv runs it, says so,
 // and imports its packages; a bad interpreter gets -32602 and the daemon
 // goes on.
 func TestKernelProjectVenv(t *testing.T) {
@@ -54,9 +54,20 @@ func TestKernelProjectVenv(t *testing.T) {
 	}
 	var ws protocol.WorkspaceInfo
 	c.mustCall(t, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{Root: project}, &ws)
+	real, _ := filepath.EvalSymlinks(project)
+	// workspace/open says which interpreter each language's kernels run.
+	by := map[string]protocol.InterpreterInfo{}
+	for _, in := range ws.Interpreters {
+		by[in.Language] = in
+	}
+	if in := by["python"]; in.Source != "venv" || in.Path != filepath.Join(real, ".venv", "bin", "python3") {
+		t.Fatalf("workspace/open's python: %+v", ws.Interpreters)
+	}
+	if in := by["bash"]; in.Source != "system" || in.Version == "" {
+		t.Fatalf("workspace/open's bash: %+v", ws.Interpreters)
+	}
 
 	res := startKernel(t, c, protocol.KernelStartParams{Language: "python", WorkspaceID: ws.WorkspaceID})
-	real, _ := filepath.EvalSymlinks(project)
 	if in := res.Interpreter; in == nil || in.Source != "venv" || in.Path != filepath.Join(real, ".venv", "bin", "python3") || in.Version == "" {
 		t.Fatalf("kernel/start's interpreter: %+v", in)
 	}
