@@ -316,6 +316,16 @@ export interface WorkspaceInfo {
   createdAt: string;
   /** Extension: the name given to workspace/open. */
   name?: string;
+  /**
+   * interpreters is, in workspace/open's result, the interpreter a
+   * kernel of each language (python, javascript, bash) runs in this
+   * workspace without kernel/start's interpreter: the project's
+   * (source "venv" or "version-file") or the host's ("system", with a
+   * warning when the project's cannot run). The version of a project's
+   * interpreter is absent: it is not run to ask; kernel/start's result
+   * has it. Extension.
+   */
+  interpreters?: InterpreterInfo[];
 }
 
 /** WorkspaceListParams are the params of `workspace/list` (always {}). */
