@@ -52,10 +52,14 @@ import (
 // must not be / or a top-level directory, a home directory or anything
 // above one, nor hold a directory of secrets of the daemon's user
 // (sensitiveDirs), nor lie where a sandbox mounts its own file systems
-// (/tmp, /dev, /proc, /etc, /workspace, /home/cellbox).
+// (sandboxMounts).
 //
-// No file of the project runs on the host: versions are asked of the base
-// interpreter a virtual environment names, never of its bin/python.
+// Nothing a sandbox can write runs on the host (site.writable): an
+// interpreter a project names must lie outside the project and the state
+// dir and be named as an interpreter (interpreterNames), and its prefix
+// must pass checkPrefix, before its --version runs; versions are asked of
+// the base interpreter a virtual environment names, never of its
+// bin/python.
 
 // Interpreter sources (protocol.InterpreterInfo.Source).
 const (
@@ -122,12 +126,16 @@ var nodeVersionFiles = []string{".nvmrc", ".node-version"}
 var sandboxMounts = []string{"/tmp", "/dev", "/proc", "/etc", "/workspace", "/home/cellbox", "/var/tmp", "/run"}
 
 // sensitiveDirs are directories of the daemon's user's home that no bind
-// may hold.
-var sensitiveDirs = []string{
-	".ssh", ".gnupg", ".aws", ".azure", ".config", ".docker", ".kube",
-	".password-store", ".pki", ".mozilla", ".netrc", ".git-credentials",
-	".local/share/keyrings", ".local/state", ".cache",
-}
+// may hold or lie in; holdOnlyDirs may not be held (poetry keeps virtual
+// environments in ~/.cache/pypoetry).
+var (
+	sensitiveDirs = []string{
+		".ssh", ".gnupg", ".aws", ".azure", ".config", ".docker", ".kube",
+		".password-store", ".pki", ".mozilla", ".netrc", ".git-credentials",
+		".local/share/keyrings", ".local/state",
+	}
+	holdOnlyDirs = []string{".cache"}
+)
 
 // resolveInterpreter chooses the interpreter of a kernel of language lang
 // in ws; hidden are the directories no sandbox sees (the state dir) and
@@ -553,6 +561,11 @@ func checkPrefix(prefix string, spec languageSpec) error {
 			d := filepath.Join(home, s)
 			if within(d, prefix) || within(prefix, d) {
 				return fmt.Errorf("prefix %s holds or lies in %s, which is not bound into a sandbox", prefix, d)
+			}
+		}
+		for _, s := range holdOnlyDirs {
+			if d := filepath.Join(home, s); within(d, prefix) {
+				return fmt.Errorf("prefix %s holds %s, which is not bound into a sandbox", prefix, d)
 			}
 		}
 	}

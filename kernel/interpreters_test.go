@@ -618,10 +618,22 @@ func TestPrefixRules(t *testing.T) {
 	if err := checkPrefix(good, python); err != nil {
 		t.Fatalf("%s: %v", good, err)
 	}
-	for _, bad := range []string{"/", "/home", "/opt", home, filepath.Join(home, ".ssh"), filepath.Join(home, ".config", "x"), base, "/tmp/x", "/etc/python3"} {
+	for _, bad := range []string{"/", "/home", "/opt", home, filepath.Join(home, ".ssh"), filepath.Join(home, ".config", "x"), filepath.Join(home, ".local"), base, "/tmp/x", "/etc/python3"} {
 		if err := checkPrefix(bad, python); err == nil {
 			t.Errorf("prefix %s accepted", bad)
 		}
+	}
+	// Virtual environments of poetry live in ~/.cache.
+	cached := filepath.Join(home, ".cache", "cellbox-interp-test", "py")
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(cached)) })
+	if err := os.MkdirAll(filepath.Join(cached, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cached, "bin", "python3"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPrefix(cached, python); err != nil {
+		t.Errorf("%s: %v", cached, err)
 	}
 }
 
