@@ -203,12 +203,21 @@ func resolveIn(ctx context.Context, lang Language, spec languageSpec, st site, e
 	in, found, err := projectInterpreter(ctx, spec, st)
 	switch {
 	case err != nil:
-		system.info.Warning = err.Error() + "; the host's " + spec.command + " runs"
+		system.info.Warning = err.Error()
+		if lang.Available {
+			system.info.Warning += "; the host's " + spec.command + " runs"
+		}
 		return system, nil
 	case found:
 		return in, nil
 	}
 	return system, nil
+}
+
+// hasSpec reports whether id is a language of languageSpecs.
+func hasSpec(id string) bool {
+	_, ok := specOf(id)
+	return ok
 }
 
 // specOf is the languageSpec of id.

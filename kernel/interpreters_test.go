@@ -589,11 +589,74 @@ func TestInterpreters(t *testing.T) {
 	})
 }
 
+// TestInterpreterWithoutHostLanguage: a host without node on PATH runs
+// the node a project's .nvmrc names, or kernel/start's; else -32014.
+func TestInterpreterWithoutHostLanguage(t *testing.T) {
+	node, err := filepath.EvalSymlinks("/usr/bin/node")
+	if err != nil {
+		t.Skip("no /usr/bin/node")
+	}
+	version := strings.TrimSpace(mustRun(t, node, "--version"))
+	nvm := filepath.Join(homeTemp(t), ".nvm")
+	prefix := filepath.Join(nvm, "versions", "node", version)
+	copyFile(t, node, filepath.Join(prefix, "bin", "node"), 0o755)
+	t.Setenv("NVM_DIR", nvm)
+	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(Options{Workspaces: ws, Languages: func() []Language {
+		langs := DetectLanguages(context.Background())
+		for i := range langs {
+			if langs[i].ID == "javascript" {
+				langs[i] = Language{ID: "javascript", DisplayName: langs[i].DisplayName, FileExtensions: langs[i].FileExtensions, Reason: "node not found on PATH"}
+			}
+		}
+		return langs
+	}})
+	t.Cleanup(func() {
+		m.Close()
+		for _, info := range ws.List() {
+			_ = ws.CloseWorkspace(context.Background(), info.WorkspaceID, true)
+		}
+		ws.Close()
+	})
+	project := t.TempDir()
+	if err := os.WriteFile(filepath.Join(project, ".nvmrc"), []byte(version+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k, s := startKernel(t, m, protocol.KernelStartParams{Language: "javascript", WorkspaceID: openProject(t, ws, project)})
+	if got := run(t, k, s, "console.log(process.execPath)"); got != filepath.Join(prefix, "bin", "node")+"\n" {
+		t.Fatalf(".nvmrc: %q", got)
+	}
+	k, s = startKernel(t, m, protocol.KernelStartParams{Language: "javascript", Interpreter: filepath.Join(prefix, "bin", "node")})
+	if got := run(t, k, s, "console.log(1 + 1)"); got != "2\n" {
+		t.Fatalf("explicit: %q", got)
+	}
+	// No interpreter of the user's: the language is unavailable, saying why.
+	empty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(empty, ".nvmrc"), []byte("1.2.3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{t.TempDir(), empty} {
+		_, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "javascript", WorkspaceID: openProject(t, ws, dir)}, &sink{})
+		if !errors.Is(err, ErrLanguage) || !strings.Contains(err.Error(), "node not found on PATH") {
+			t.Fatalf("no node at all: %v", err)
+		}
+		if dir == empty && !strings.Contains(err.Error(), "node 1.2.3: not installed") {
+			t.Fatalf("no node at all, .nvmrc naming a missing one: %v", err)
+		}
+	}
+	if len(m.List()) != 2 {
+		t.Fatalf("kernels: %+v", m.List())
+	}
+}
+
 func TestInterpretersAsUser(t *testing.T) {
 	if sandboxtest.AsTestUser() {
 		t.Skip("already the test user")
 	}
-	sandboxtest.RunAsTestUser(t, "^TestInterpreters$")
+	sandboxtest.RunAsTestUser(t, "^(TestInterpreters|TestInterpreterWithoutHostLanguage)$")
 }
 
 // pyStr quotes s as a Python string literal.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -21,7 +22,10 @@ import (
 // ready; opener (if not nil) is attached to it.
 func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opener Sink) (*Kernel, error) {
 	lang, err := m.language(p.Language)
-	if err != nil {
+	// A language the host lacks on PATH runs with the user's interpreter:
+	// kernel/start's, or the project's (resolveInterpreter, below).
+	langErr := err
+	if err != nil && !(errors.Is(err, ErrLanguage) && lang.jupyter == nil && hasSpec(lang.ID)) {
 		return nil, err
 	}
 	switch p.Sandbox {
@@ -71,6 +75,13 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 		return nil, err
 	}
 	interp, err := resolveInterpreter(ctx, lang, ws, m.opts.Workspaces.Hidden(), p.Interpreter)
+	if err == nil && langErr != nil && interp.info.Source == SourceSystem {
+		// No interpreter of the user's, none on PATH.
+		err = langErr
+		if interp.info.Warning != "" {
+			err = fmt.Errorf("%w; %s", langErr, interp.info.Warning)
+		}
+	}
 	if err != nil {
 		if ownWS {
 			_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), ws.ID(), true)
