@@ -163,8 +163,11 @@ type driverConfig struct {
 	dir              string
 	limits           protocol.Limits
 	network          protocol.NetworkMode
-	startTimeout     time.Duration
-	log              *slog.Logger
+	// readOnly are host directories the sandbox binds read-only for the
+	// interpreter (ProcSpec.ReadOnly).
+	readOnly     []string
+	startTimeout time.Duration
+	log          *slog.Logger
 	// out gets fds 1 and 2 and the output events; prompt the input events.
 	out    reporter
 	prompt prompter

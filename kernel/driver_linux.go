@@ -58,6 +58,7 @@ func startDriver(ctx context.Context, cfg driverConfig) (*driver, error) {
 		ExtraFiles: []*os.File{reqR, evW},
 		Limits:     cfg.limits,
 		Network:    cfg.network,
+		ReadOnly:   cfg.readOnly,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start %s kernel: %w", cfg.lang, err)

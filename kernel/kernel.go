@@ -40,6 +40,7 @@ type Kernel struct {
 	id       string
 	lang     string
 	langInfo Language
+	interp   interpreter // what runs the driver (interpreters.go)
 	ws       *workspace.Workspace
 	ownWS    bool // a scratch workspace of its own, removed at shutdown
 	limits   protocol.Limits
@@ -110,11 +111,19 @@ func (k *Kernel) StartResult() protocol.KernelStartResult {
 			Network: protocol.NetworkMode(l.Network), Reason: l.Reason,
 		}
 	}
-	return protocol.KernelStartResult{
+	res := protocol.KernelStartResult{
 		KernelID: k.id, Language: k.lang,
 		LanguageInfo: info,
 		Sandbox:      sb,
 	}
+	if k.interp.run != "" {
+		in := k.interp.info
+		if v != "" {
+			in.Version = v
+		}
+		res.Interpreter = &in
+	}
+	return res
 }
 
 // Info is the kernel's kernel/list entry.

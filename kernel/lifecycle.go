@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -22,7 +23,10 @@ import (
 // ready; opener (if not nil) is attached to it.
 func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opener Sink) (*Kernel, error) {
 	lang, err := m.language(p.Language)
-	if err != nil {
+	// A language the host lacks on PATH runs with the user's interpreter:
+	// kernel/start's, or the project's (resolveInterpreter, below).
+	langErr := err
+	if err != nil && !(errors.Is(err, ErrLanguage) && lang.jupyter == nil && hasSpec(lang.ID)) {
 		return nil, err
 	}
 	switch p.Sandbox {
@@ -71,9 +75,26 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 	if err != nil {
 		return nil, err
 	}
+	interp, err := resolveInterpreter(ctx, lang, ws, m.opts.Workspaces.Hidden(), p.Interpreter)
+	if err == nil && langErr != nil && interp.info.Source == SourceSystem {
+		// No interpreter of the user's, none on PATH.
+		err = langErr
+		if interp.info.Warning != "" {
+			err = fmt.Errorf("%w; %s", langErr, interp.info.Warning)
+		}
+	}
+	if err != nil {
+		if ownWS {
+			_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), ws.ID(), true)
+		}
+		return nil, err
+	}
+	if interp.info.Warning != "" {
+		m.log.Warn("kernel runs the host's interpreter", "kernel", id, "workspace", ws.ID(), "reason", interp.info.Warning)
+	}
 	now := time.Now()
 	k := &Kernel{
-		m: m, id: id, lang: p.Language, langInfo: lang, ws: ws, ownWS: ownWS,
+		m: m, id: id, lang: p.Language, langInfo: lang, ws: ws, ownWS: ownWS, interp: interp,
 		limits: limits, env: env, dir: dir, network: network,
 		out:       newOutput(id, m.opts.ReplayBytes, opener),
 		state:     protocol.KernelStateStarting,
@@ -219,6 +240,11 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 		var e string
 		argv, e = spec.entry()
 		env = append(slices.Clone(env), e)
+	case k.interp.run != "":
+		// The interpreter resolveInterpreter chose: the user's, or the one
+		// DetectLanguages found (and initialize reported).
+		argv = append([]string{k.interp.run}, argv[1:]...)
+		env = k.interp.environ(append([]string(nil), env...))
 	case k.langInfo.Path != "":
 		// The interpreter DetectLanguages found (and initialize reported),
 		// in a directory the sandbox has.
@@ -227,7 +253,7 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 	return startDriver(ctx, driverConfig{
 		kernelID: k.id, lang: k.lang, bashFraming: spec.bashFraming, interruptRequest: spec.interruptRequest,
 		reopenPipes: spec.reopenPipes,
-		ws:          k.ws, argv: argv, env: env, dir: k.dir, limits: k.limits, network: k.network,
+		ws:          k.ws, argv: argv, env: env, dir: k.dir, limits: k.limits, network: k.network, readOnly: k.interp.binds,
 		startTimeout: k.m.opts.StartTimeout, log: k.m.log,
 		out: k.out, prompt: k, stop: k.closed,
 	})

@@ -80,6 +80,42 @@ type KernelStartParams struct {
 	Network NetworkMode `json:"network,omitempty"`
 	// WorkDoneToken asks for $/progress while the kernel starts.
 	WorkDoneToken ProgressToken `json:"workDoneToken,omitempty"`
+	// Interpreter is the absolute host path of the interpreter to run, for
+	// python, javascript and bash. Extension: absent, a python kernel of a
+	// workspace whose project holds a virtual environment (.venv or venv)
+	// runs its python (else the pyenv version its .python-version names),
+	// and a javascript kernel of a project with .nvmrc or .node-version
+	// runs that node version (installed by nvm, asdf or fnm); else the
+	// host's (initialize's languages[].version). An interpreter
+	// outside /usr has its prefix bound read-only into the sandbox. A path
+	// that is not an executable of the kernel's language gets -32602.
+	Interpreter string `json:"interpreter,omitempty"`
+}
+
+// InterpreterInfo is an interpreter of the host: the one a kernel runs
+// (kernel/start's result) or one found (initialize). Extension.
+type InterpreterInfo struct {
+	// Language is a LanguageCapability.id; set in initialize's list.
+	Language string `json:"language,omitempty"`
+	// Path is the interpreter's absolute host path: for a virtual
+	// environment, its bin/python (inside the sandbox the project's is
+	// under /workspace).
+	Path string `json:"path"`
+	// Source says how it was chosen or found: "explicit" (kernel/start's
+	// interpreter), "venv" (the project's virtual environment),
+	// "version-file" (the project's .nvmrc or .node-version), "system"
+	// (the host's PATH), or where it is installed: "pyenv", "uv", "nvm",
+	// "asdf", "fnm".
+	Source string `json:"source"`
+	// Prefix is the host directory bound read-only into the sandbox for it
+	// (the directory above the bin/ holding the interpreter, symlinks
+	// resolved); absent when sandboxes show it anyway (/usr).
+	Prefix string `json:"prefix,omitempty"`
+	// Version of the interpreter.
+	Version string `json:"version,omitempty"`
+	// Warning says why the interpreter the project names was not used
+	// (for example a .venv whose base interpreter is gone).
+	Warning string `json:"warning,omitempty"`
 }
 
 // KernelStartResult is the result of `kernel/start`.
@@ -89,6 +125,9 @@ type KernelStartResult struct {
 	LanguageInfo LanguageInfo `json:"languageInfo"`
 	// Sandbox is the layers in force.
 	Sandbox SandboxInfo `json:"sandbox"`
+	// Interpreter is the interpreter the kernel runs and why. Extension;
+	// absent for Jupyter kernels (jupyter:NAME).
+	Interpreter *InterpreterInfo `json:"interpreter,omitempty"`
 }
 
 // LanguageInfo describes a started kernel's language, as Jupyter's

@@ -53,6 +53,11 @@ type ServerCapabilities struct {
 	// Extension: the position encoding the server will use for this
 	// connection, echoing the client's choice (LSP 3.17).
 	PositionEncoding PositionEncoding `json:"positionEncoding,omitempty"`
+	// Interpreters are the interpreters found on the host: the system's,
+	// and the versions installed by pyenv, uv, nvm, asdf and fnm (whose
+	// versions are their directories' names). kernel/start's result says
+	// which one a kernel runs. Extension.
+	Interpreters []InterpreterInfo `json:"interpreters,omitempty"`
 }
 
 // LanguageCapability describes one kernel language.

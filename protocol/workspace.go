@@ -53,6 +53,14 @@ type WorkspaceInfo struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// Extension: the name given to workspace/open.
 	Name string `json:"name,omitempty"`
+	// Interpreters is, in workspace/open's result, the interpreter a
+	// kernel of each language (python, javascript, bash) runs in this
+	// workspace without kernel/start's interpreter: the project's
+	// (source "venv" or "version-file") or the host's ("system", with a
+	// warning when the project's cannot run). The version of a project's
+	// interpreter is absent: it is not run to ask; kernel/start's result
+	// has it. Extension.
+	Interpreters []InterpreterInfo `json:"interpreters,omitempty"`
 }
 
 // WorkspaceListParams are the params of `workspace/list` (always {}).

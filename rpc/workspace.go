@@ -16,6 +16,9 @@ func (c *conn) WorkspaceOpen(ctx context.Context, p *protocol.WorkspaceOpenParam
 		return nil, err
 	}
 	info := w.Info()
+	if c.d.opts.Kernels != nil {
+		info.Interpreters = c.d.opts.Kernels.WorkspaceInterpreters(ctx, w)
+	}
 	return &info, nil
 }
 

@@ -37,6 +37,12 @@ type Options struct {
 	// ReadOnly are extra host paths every sandbox binds read-only (for
 	// interpreters installed outside /usr).
 	ReadOnly []string
+	// ProjectReadOnly, if set, names the read-only binds a sandbox of a
+	// workspace on the project root gets when it starts (the prefixes of
+	// the project's interpreters, kernel.ProjectBinds), so that its
+	// terminals run them too and a kernel needing them finds them. hidden
+	// is Manager.Hidden.
+	ProjectReadOnly func(root string, hidden []string) []string
 	// NoPool: do not keep a sandbox launched ahead of time (one-shot uses
 	// such as `cellbox exec`, where it would only cost).
 	NoPool bool

@@ -34,7 +34,7 @@ func (w *Workspace) openView() (int, error) {
 	w.mu.Lock()
 	network := w.network
 	w.mu.Unlock()
-	sb, err := w.ensureSandbox(context.Background(), network)
+	sb, err := w.ensureSandbox(context.Background(), network, nil, nil)
 	if err != nil {
 		return -1, err
 	}

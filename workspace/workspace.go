@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,8 +33,11 @@ type Workspace struct {
 	cg      *cgroup     // sb's cgroup where cgroups are delegated, else nil
 	mem     memoryState // what the memory check keeps of cg
 	network sandbox.Network
-	procs   map[*Proc]struct{}
-	quota   int64 // bytes the writable layer may hold (the smallest diskBytes of the programs running)
+	// readOnly are the extra paths sb binds read-only (Options.ReadOnly
+	// and the ProcSpec.ReadOnly of the programs it was started for).
+	readOnly []string
+	procs    map[*Proc]struct{}
+	quota    int64 // bytes the writable layer may hold (the smallest diskBytes of the programs running)
 	// starting holds the diskBytes of programs being started, not yet in
 	// procs: their quota is in force from the start.
 	starting map[*int64]struct{}
@@ -80,6 +85,12 @@ type ProcSpec struct {
 	// one workspace shares it, so a running sandbox with another network is
 	// an error.
 	Network protocol.NetworkMode
+	// ReadOnly are absolute host directories the program needs bound
+	// read-only at their own path (an interpreter's prefix outside /usr).
+	// Binds are made when the sandbox starts: a running sandbox without
+	// them is restarted when no program runs in it, else Spawn fails with
+	// ErrInvalid (ensureSandbox).
+	ReadOnly []string
 }
 
 // ProcStatus is how a program ended.
@@ -128,27 +139,69 @@ func (w *Workspace) Sandbox() *sandbox.Sandbox {
 	return w.sb
 }
 
-// ensureSandbox starts the workspace's sandbox if it is not running.
-func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) (*sandbox.Sandbox, error) {
+// ensureSandbox starts the workspace's sandbox if it is not running. need
+// are extra read-only binds the caller needs (ProcSpec.ReadOnly); disk, if
+// not nil, is registered in w.starting under the same lock, so that no
+// other start takes the sandbox for idle and restarts it meanwhile.
+func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network, need []string, disk *int64) (*sandbox.Sandbox, error) {
 	if network == "" {
 		network = sandbox.NetworkNone
+	}
+	if err := w.m.checkBinds(need); err != nil {
+		return nil, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil, ErrClosed
 	}
+	register := func() {
+		if disk == nil {
+			return
+		}
+		if w.starting == nil {
+			w.starting = make(map[*int64]struct{})
+		}
+		w.starting[disk] = struct{}{}
+	}
 	if w.sb != nil && w.sb.Err() == nil {
 		if w.network != network {
 			return nil, fmt.Errorf("%w: workspace %s already runs with network %q; its programs share one network namespace, so %q needs another workspace",
 				ErrInvalid, w.id, w.network, network)
 		}
-		return w.sb, nil
+		missing := missingBinds(w.readOnly, need)
+		if len(missing) == 0 {
+			register()
+			return w.sb, nil
+		}
+		if n := len(w.procs) + len(w.starting); n > 0 {
+			return nil, fmt.Errorf("%w: workspace %s's sandbox does not bind %s, and a sandbox gets its binds when it starts; %d program(s) run in it: shut down the workspace's kernels and terminals (this one then starts a sandbox with the bind), or use another workspace",
+				ErrInvalid, w.id, strings.Join(missing, ", "), n)
+		}
+		// Nothing runs in it: a new sandbox with the binds.
+		w.m.log.Info("sandbox restarted for read-only binds", "workspace", w.id, "binds", missing)
+		sb, cg := w.sb, w.cg
+		w.sb, w.cg = nil, nil
+		_ = sb.Close()
+		if cg != nil {
+			if err := cg.Remove(); err != nil {
+				w.m.log.Warn("sandbox cgroup left behind", "workspace", w.id, "err", err)
+			}
+		}
 	}
+	if w.mode != protocol.WorkspaceModeScratch && w.m.opts.ProjectReadOnly != nil {
+		project := w.m.opts.ProjectReadOnly(w.root, w.m.Hidden())
+		if err := w.m.checkBinds(project); err != nil {
+			w.m.log.Warn("the project's interpreters are not bound", "workspace", w.id, "err", err)
+		} else {
+			need = append(slices.Clip(need), project...)
+		}
+	}
+	readOnly := unionBinds(w.m.opts.ReadOnly, need)
 	cfg := sandbox.Config{
 		ID:       w.id,
 		Network:  network,
-		ReadOnly: w.m.opts.ReadOnly,
+		ReadOnly: readOnly,
 		Timeout:  w.m.opts.StartTimeout,
 	}
 	if w.mode != protocol.WorkspaceModeScratch {
@@ -175,7 +228,8 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network) 
 		}
 		return nil, fmt.Errorf("start the sandbox of workspace %s: %w", w.id, err)
 	}
-	w.sb, w.network = sb, network
+	w.sb, w.network, w.readOnly = sb, network, readOnly
+	register()
 	cg := w.sandboxCgroup(sb)
 	w.cg = cg
 	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers(), "cgroup", cg != nil)
@@ -198,17 +252,11 @@ func (w *Workspace) SandboxLayers() (sandbox.Layers, bool) {
 
 // Spawn starts a program in the workspace's sandbox.
 func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
-	sb, err := w.ensureSandbox(ctx, sandbox.Network(spec.Network))
+	disk := spec.Limits.DiskBytes
+	sb, err := w.ensureSandbox(ctx, sandbox.Network(spec.Network), spec.ReadOnly, &disk)
 	if err != nil {
 		return nil, err
 	}
-	disk := spec.Limits.DiskBytes
-	w.mu.Lock()
-	if w.starting == nil {
-		w.starting = make(map[*int64]struct{})
-	}
-	w.starting[&disk] = struct{}{}
-	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
 		delete(w.starting, &disk)

@@ -74,6 +74,7 @@ func capabilitiesFrom(r sandbox.Report, langs []kernel.Language) protocol.Server
 		},
 	}
 	caps.Languages = languageCapabilities(langs)
+	caps.Interpreters = kernel.HostInterpreters(langs)
 	return caps
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/kernel"
+	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
@@ -34,6 +35,11 @@ type doctorReport struct {
 	LangsTookMs float64           `json:"languagesTookMs"`
 	StateDir    doctorStateDir    `json:"stateDir"`
 	Project     doctorProject     `json:"project"`
+	// Interpreters are the host's (initialize's capabilities.interpreters);
+	// ProjectInterpreters the one a kernel of each language would run in a
+	// workspace on the project (kernel/start without interpreter).
+	Interpreters        []protocol.InterpreterInfo `json:"interpreters"`
+	ProjectInterpreters []protocol.InterpreterInfo `json:"projectInterpreters"`
 }
 
 // doctorProject: files of the project the sandbox cannot write through its
@@ -99,6 +105,15 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	rep.Project = checkProject(*project)
 	if rep.Project.Unmapped > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d file(s) of %s cannot be written in a sandbox", rep.Project.Unmapped, rep.Project.Path))
+	}
+	rep.Interpreters = kernel.HostInterpreters(rep.Langs)
+	if *project != "" {
+		rep.ProjectInterpreters = kernel.ProjectInterpreters(ctx, *project, []string{*stateDir}, rep.Langs)
+		for _, in := range rep.ProjectInterpreters {
+			if in.Warning != "" {
+				rep.Warnings = append(rep.Warnings, in.Language+": "+in.Warning)
+			}
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -308,6 +323,12 @@ func printDoctor(w io.Writer, rep doctorReport) {
 		}
 	}
 
+	p("\nInterpreters (the host's; a kernel/start interpreter may name any)\n")
+	p("  %-11s %-8s %-9s %s\n", "LANGUAGE", "SOURCE", "VERSION", "PATH")
+	for _, in := range rep.Interpreters {
+		p("  %-11s %-8s %-9s %s\n", in.Language, in.Source, in.Version, in.Path)
+	}
+
 	p("\nJupyter kernels (run sandboxed as jupyter:NAME; cellbox jupyter list shows cellbox's own kernelspecs)\n")
 	if len(rep.Jupyter) == 0 {
 		p("  none installed\n")
@@ -341,6 +362,19 @@ func printDoctor(w io.Writer, rep doctorReport) {
 				p("        %s\n", e)
 			}
 			p("      %s\n", pr.Note)
+		}
+		if len(rep.ProjectInterpreters) > 0 {
+			p("      its kernels run (kernel/start without interpreter):\n")
+		}
+		for _, in := range rep.ProjectInterpreters {
+			line := fmt.Sprintf("        %-11s %-12s %-9s %s", in.Language, in.Source, in.Version, in.Path)
+			if in.Prefix != "" {
+				line += " (bound read-only: " + in.Prefix + ")"
+			}
+			p("%s\n", line)
+			if in.Warning != "" {
+				p("          warning: %s\n", in.Warning)
+			}
 		}
 	}
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cellbox-dev/cellbox/kernel"
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace"
 )
@@ -72,7 +73,7 @@ func runExec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root, _ := filepath.Abs(cfg.root)
 	stateDir, _ := filepath.Abs(cfg.stateDir)
 	log, _ := newLogger(stderr, "warn", "text")
-	m, err := workspace.NewManager(workspace.Options{StateDir: stateDir, Logger: log, NoPool: true})
+	m, err := workspace.NewManager(workspace.Options{StateDir: stateDir, Logger: log, NoPool: true, ProjectReadOnly: kernel.ProjectBinds})
 	if err != nil {
 		fmt.Fprintf(stderr, "cellbox exec: %v\n", err)
 		return 1

@@ -180,6 +180,13 @@ export interface ServerCapabilities {
    * connection, echoing the client's choice (LSP 3.17).
    */
   positionEncoding?: PositionEncoding;
+  /**
+   * interpreters are the interpreters found on the host: the system's,
+   * and the versions installed by pyenv, uv, nvm, asdf and fnm (whose
+   * versions are their directories' names). kernel/start's result says
+   * which one a kernel runs. Extension.
+   */
+  interpreters?: InterpreterInfo[];
 }
 
 /** LanguageCapability describes one kernel language. */
@@ -309,6 +316,16 @@ export interface WorkspaceInfo {
   createdAt: string;
   /** Extension: the name given to workspace/open. */
   name?: string;
+  /**
+   * interpreters is, in workspace/open's result, the interpreter a
+   * kernel of each language (python, javascript, bash) runs in this
+   * workspace without kernel/start's interpreter: the project's
+   * (source "venv" or "version-file") or the host's ("system", with a
+   * warning when the project's cannot run). The version of a project's
+   * interpreter is absent: it is not run to ask; kernel/start's result
+   * has it. Extension.
+   */
+  interpreters?: InterpreterInfo[];
 }
 
 /** WorkspaceListParams are the params of `workspace/list` (always {}). */
@@ -750,6 +767,54 @@ export interface KernelStartParams {
   network?: NetworkMode;
   /** workDoneToken asks for $/progress while the kernel starts. */
   workDoneToken?: ProgressToken;
+  /**
+   * interpreter is the absolute host path of the interpreter to run, for
+   * python, javascript and bash. Extension: absent, a python kernel of a
+   * workspace whose project holds a virtual environment (.venv or venv)
+   * runs its python (else the pyenv version its .python-version names),
+   * and a javascript kernel of a project with .nvmrc or .node-version
+   * runs that node version (installed by nvm, asdf or fnm); else the
+   * host's (initialize's languages[].version). An interpreter
+   * outside /usr has its prefix bound read-only into the sandbox. A path
+   * that is not an executable of the kernel's language gets -32602.
+   */
+  interpreter?: string;
+}
+
+/**
+ * InterpreterInfo is an interpreter of the host: the one a kernel runs
+ * (kernel/start's result) or one found (initialize). Extension.
+ */
+export interface InterpreterInfo {
+  /** language is a LanguageCapability.id; set in initialize's list. */
+  language?: string;
+  /**
+   * path is the interpreter's absolute host path: for a virtual
+   * environment, its bin/python (inside the sandbox the project's is
+   * under /workspace).
+   */
+  path: string;
+  /**
+   * source says how it was chosen or found: "explicit" (kernel/start's
+   * interpreter), "venv" (the project's virtual environment),
+   * "version-file" (the project's .nvmrc or .node-version), "system"
+   * (the host's PATH), or where it is installed: "pyenv", "uv", "nvm",
+   * "asdf", "fnm".
+   */
+  source: string;
+  /**
+   * prefix is the host directory bound read-only into the sandbox for it
+   * (the directory above the bin/ holding the interpreter, symlinks
+   * resolved); absent when sandboxes show it anyway (/usr).
+   */
+  prefix?: string;
+  /** version of the interpreter. */
+  version?: string;
+  /**
+   * warning says why the interpreter the project names was not used
+   * (for example a .venv whose base interpreter is gone).
+   */
+  warning?: string;
 }
 
 /** KernelStartResult is the result of `kernel/start`. */
@@ -759,6 +824,11 @@ export interface KernelStartResult {
   languageInfo: LanguageInfo;
   /** sandbox is the layers in force. */
   sandbox: SandboxInfo;
+  /**
+   * interpreter is the interpreter the kernel runs and why. Extension;
+   * absent for Jupyter kernels (jupyter:NAME).
+   */
+  interpreter?: InterpreterInfo;
 }
 
 /**

@@ -253,6 +253,7 @@ M.enums = {
 ---@field sandbox cellbox.SandboxCapabilities
 ---@field limits cellbox.LimitCapabilities
 ---@field positionEncoding? cellbox.PositionEncoding Extension: the position encoding the server will use for this connection, echoing the client's choice (LSP 3.17).
+---@field interpreters? cellbox.InterpreterInfo[] interpreters are the interpreters found on the host: the system's, and the versions installed by pyenv, uv, nvm, asdf and fnm (whose versions are their directories' names). kernel/start's result says which one a kernel runs. Extension.
 
 --- LanguageCapability describes one kernel language.
 ---@class cellbox.LanguageCapability
@@ -329,6 +330,7 @@ M.enums = {
 ---@field mode cellbox.WorkspaceMode
 ---@field createdAt string createdAt is when the workspace was first opened (RFC 3339).
 ---@field name? string Extension: the name given to workspace/open.
+---@field interpreters? cellbox.InterpreterInfo[] interpreters is, in workspace/open's result, the interpreter a kernel of each language (python, javascript, bash) runs in this workspace without kernel/start's interpreter: the project's (source "venv" or "version-file") or the host's ("system", with a warning when the project's cannot run). The version of a project's interpreter is absent: it is not run to ask; kernel/start's result has it. Extension.
 
 --- WorkspaceListParams are the params of `workspace/list` (always {}).
 ---@class cellbox.WorkspaceListParams
@@ -575,6 +577,17 @@ M.enums = {
 ---@field sandbox? cellbox.SandboxMode sandbox defaults to required.
 ---@field network? cellbox.NetworkMode network of the workspace's sandbox. Extension: defaults to none.
 ---@field workDoneToken? cellbox.ProgressToken workDoneToken asks for $/progress while the kernel starts.
+---@field interpreter? string interpreter is the absolute host path of the interpreter to run, for python, javascript and bash. Extension: absent, a python kernel of a workspace whose project holds a virtual environment (.venv or venv) runs its python (else the pyenv version its .python-version names), and a javascript kernel of a project with .nvmrc or .node-version runs that node version (installed by nvm, asdf or fnm); else the host's (initialize's languages[].version). An interpreter outside /usr has its prefix bound read-only into the sandbox. A path that is not an executable of the kernel's language gets -32602.
+
+--- InterpreterInfo is an interpreter of the host: the one a kernel runs
+--- (kernel/start's result) or one found (initialize). Extension.
+---@class cellbox.InterpreterInfo
+---@field language? string language is a LanguageCapability.id; set in initialize's list.
+---@field path string path is the interpreter's absolute host path: for a virtual environment, its bin/python (inside the sandbox the project's is under /workspace).
+---@field source string source says how it was chosen or found: "explicit" (kernel/start's interpreter), "venv" (the project's virtual environment), "version-file" (the project's .nvmrc or .node-version), "system" (the host's PATH), or where it is installed: "pyenv", "uv", "nvm", "asdf", "fnm".
+---@field prefix? string prefix is the host directory bound read-only into the sandbox for it (the directory above the bin/ holding the interpreter, symlinks resolved); absent when sandboxes show it anyway (/usr).
+---@field version? string version of the interpreter.
+---@field warning? string warning says why the interpreter the project names was not used (for example a .venv whose base interpreter is gone).
 
 --- KernelStartResult is the result of `kernel/start`.
 ---@class cellbox.KernelStartResult
@@ -582,6 +595,7 @@ M.enums = {
 ---@field language string
 ---@field languageInfo cellbox.LanguageInfo
 ---@field sandbox cellbox.SandboxInfo sandbox is the layers in force.
+---@field interpreter? cellbox.InterpreterInfo interpreter is the interpreter the kernel runs and why. Extension; absent for Jupyter kernels (jupyter:NAME).
 
 --- LanguageInfo describes a started kernel's language, as Jupyter's
 --- language_info.
