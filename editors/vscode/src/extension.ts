@@ -3,6 +3,7 @@
 import * as vscode from "vscode";
 import { CellboxClient, errorMessage } from "./client";
 import { Session, KernelHandle } from "./session";
+import type { InterpreterInfo } from "../../protocol/protocol";
 import { OutputPanel } from "./outputView";
 import { findCells, cellAt, cellCode, CELL_MARKER, CellRange } from "./cells";
 import { CellboxNotebookController } from "./notebook";
@@ -162,11 +163,26 @@ function updateStatus(override?: string) {
     status.text = `$(circle-outline) cellbox${lang ? ` ${session.label(lang)}` : ""}: no kernel${ws}`;
   } else {
     const icon = k.state === "busy" ? "$(sync~spin)" : k.state === "dead" ? "$(error)" : k.state === "idle" ? "$(circle-filled)" : "$(loading~spin)";
-    status.text = `${icon} cellbox ${session.label(k.language)}: ${k.state}${ws}`;
+    status.text = `${icon} cellbox ${session.label(k.language)}${interpreterTag(k.interpreter)}: ${k.state}${ws}`;
     if (k.state === "dead") status.backgroundColor = new vscode.ThemeColor("statusBarItem.errorBackground");
+    else if (k.interpreter?.warning) status.backgroundColor = new vscode.ThemeColor("statusBarItem.warningBackground");
   }
-  status.tooltip = `cellbox ${session.client.info?.serverInfo.version ?? ""}\nworkspace: ${session.workspace?.root ?? "(scratch)"} (${session.workspace?.mode ?? "scratch"})\n${k ? `kernel ${k.kernelId} (${k.language} ${k.version ?? ""})${k.reason ? `: ${k.reason}` : ""}` : ""}\nClick to pick a kernel`;
+  const interp = k?.interpreter ? `\ninterpreter: ${k.interpreter.path} (${k.interpreter.source})${k.interpreter.warning ? `\n⚠ ${k.interpreter.warning}` : ""}` : "";
+  status.tooltip = `cellbox ${session.client.info?.serverInfo.version ?? ""}\nworkspace: ${session.workspace?.root ?? "(scratch)"} (${session.workspace?.mode ?? "scratch"})\n${k ? `kernel ${k.kernelId} (${k.language} ${k.version ?? ""})${k.reason ? `: ${k.reason}` : ""}` : ""}${interp}\nClick to pick a kernel`;
   status.show();
+}
+
+/**
+ * " (.venv)" when a kernel runs the project's own interpreter or one picked for it, as VS Code's
+ * Python status shows the environment; nothing for the host's.
+ */
+function interpreterTag(i: InterpreterInfo | undefined): string {
+  if (!i || i.source === "system") return "";
+  if (i.source === "venv") {
+    const m = /([^/]+)\/bin\/[^/]+$/.exec(i.path);
+    return ` (${m ? m[1] : "venv"})`;
+  }
+  return ` (${i.version ?? i.source})`;
 }
 
 function activeLanguage(): string | undefined {

@@ -18,6 +18,7 @@ import {
   type Limits,
   type RequestMethod,
   type Variable,
+  type InterpreterInfo,
 } from "../../protocol/protocol";
 
 export interface KernelHandle {
@@ -26,6 +27,8 @@ export interface KernelHandle {
   state: KernelState;
   reason?: string;
   version?: string;
+  /** The interpreter the kernel runs and why (the project's .venv, kernel/start's, the host's). */
+  interpreter?: InterpreterInfo;
 }
 
 export interface SessionOptions {
@@ -191,7 +194,7 @@ export class Session {
     const ws = await this.ensureWorkspace();
     const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, network: this.opts.network, limits: this.opts.limits, workDoneToken };
     const res = await this.client.request(Methods.KernelStart, params);
-    const h: KernelHandle = { kernelId: res.kernelId, language: res.language, state: "idle", version: res.languageInfo?.version };
+    const h: KernelHandle = { kernelId: res.kernelId, language: res.language, state: "idle", version: res.languageInfo?.version, interpreter: res.interpreter };
     if (register) this.kernels.set(language, h);
     else this.extra.set(h.kernelId, h);
     this._onKernels.fire();
