@@ -21,8 +21,11 @@ TIMEOUT = 60
 
 class ProtocolChecks:
     code_input = ""  # reads a line and prints "got " + it
-    code_sleep = ""  # prints "started", then runs for a minute unless interrupted
+    code_sleep = ""  # prints sleep_marker, then runs for a minute unless interrupted
+    sleep_marker = "started"
     code_flood = ""  # prints the numbers 0 to 99999, one a line
+    code_stream = ""  # writes to stdout (default: code_hello_world)
+    code_alive = ""  # runs and succeeds (default: code_hello_world)
 
     def collect(self, msg_id):
         """The iopub messages of msg_id, busy to idle."""
@@ -44,7 +47,7 @@ class ProtocolChecks:
 
     def test_parent_headers(self):
         self.flush_channels()
-        msg_id = self.kc.execute(self.code_hello_world)
+        msg_id = self.kc.execute(self.code_stream or self.code_hello_world)
         reply = self.kc.get_shell_msg(timeout=TIMEOUT)
         self.assertEqual(reply["parent_header"]["msg_id"], msg_id)
         self.assertEqual(reply["parent_header"]["msg_type"], "execute_request")
@@ -104,7 +107,7 @@ class ProtocolChecks:
         while True:  # the code runs: its first line printed
             msg = self.kc.get_iopub_msg(timeout=TIMEOUT)
             if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
-                    and "started" in msg["content"]["text"]:
+                    and self.sleep_marker in msg["content"]["text"]:
                 break
         interrupt()
         reply = self.kc.get_shell_msg(timeout=TIMEOUT)
@@ -114,11 +117,13 @@ class ProtocolChecks:
         errors = [m for m in self.collect(msg_id) if m["msg_type"] == "error"]
         self.assertEqual(len(errors), 1, "exactly one error message")
         # The kernel lives on.
-        reply, out = self.execute_helper(self.code_hello_world)
+        reply, out = self.execute_helper(self.code_alive or self.code_hello_world)
         self.assertEqual(reply["content"]["status"], "ok", reply["content"])
 
     def test_flood(self):
         """A 100,000-line print reaches the client whole, as a few large stream messages."""
+        if not self.code_flood:
+            raise unittest.SkipTest("the language does not print")
         self.flush_channels()
         msg_id = self.kc.execute(self.code_flood)
         reply = self.kc.get_shell_msg(timeout=TIMEOUT)
@@ -131,7 +136,7 @@ class ProtocolChecks:
     def test_shutdown(self):
         km, kc = start_new_kernel(kernel_name=self.kernel_name)
         try:
-            reply, _ = self.execute_helper_on(kc, self.code_hello_world)
+            reply, _ = self.execute_helper_on(kc, self.code_alive or self.code_hello_world)
             self.assertEqual(reply["content"]["status"], "ok")
             msg_id = kc.shutdown()  # on the control channel
             reply = kc.get_control_msg(timeout=TIMEOUT)
@@ -216,6 +221,64 @@ class CellboxBash(ProtocolChecks, jkt.KernelTests):
     code_input = "read x; echo \"got $x\""
     code_sleep = "echo started; sleep 60"
     code_flood = "seq 0 99999"
+
+
+
+class CellboxRuby(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-ruby"
+    language_name = "ruby"
+    file_extension = ".rb"
+    code_hello_world = "puts 'hello, world'"
+    code_stderr = "$stderr.puts 'test'"
+    completion_samples = [{"text": "Compar", "matches": {"Comparable"}}]
+    complete_code_samples = ["1", "puts 'hello, world'", "def f(x)\n  x * 2\nend"]
+    incomplete_code_samples = ["def f(x)", "[1, 2,"]
+    code_generate_error = "raise 'x'"
+    code_execute_result = [{"code": "1+2+3", "result": "6"}, {"code": "[1, 2].map { |n| n * n }", "result": "[1, 4]"}]
+    code_history_pattern = "1?2*"
+    supported_history_operations = ("tail", "search", "range")
+    code_inspect_sample = "puts"
+    code_input = "puts 'got ' + gets"
+    code_sleep = "puts 'started'\nsleep 60"
+    code_flood = "100000.times { |i| puts i }"
+
+
+class CellboxR(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-r"
+    language_name = "r"
+    file_extension = ".r"
+    code_hello_world = "cat('hello, world\\n')"
+    code_stderr = "message('test')"
+    completion_samples = [{"text": "paste", "matches": {"paste", "paste0"}}]
+    complete_code_samples = ["1", "print('hello, world')", "f <- function(x) {\n  x * 2\n}"]
+    incomplete_code_samples = ["f <- function(x) {", "c(1, 2,"]
+    code_generate_error = "stop('x')"
+    code_execute_result = [{"code": "1+2+3", "result": "[1] 6"}]
+    code_display_data = [{"code": "plot(1:3)", "mime": "image/png"}]
+    code_history_pattern = "1?2*"
+    supported_history_operations = ("tail", "search", "range")
+    code_inspect_sample = "paste"
+    code_input = "cat('got', readline('name? '), '\\n')"
+    # Output shows as each top-level expression ends (as in IRkernel).
+    code_sleep = "cat('started\\n')\nSys.sleep(60)"
+    code_flood = "cat(paste0(0:99999, '\\n'), sep = '')"
+
+
+class CellboxSQL(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-sql"
+    language_name = "sql"
+    file_extension = ".sql"
+    # SQL does not print: an INSERT's "N rows changed" is its stdout.
+    code_stream = "CREATE TABLE IF NOT EXISTS hw(x); INSERT INTO hw VALUES ('hello');"
+    code_alive = "SELECT 1;"
+    completion_samples = [{"text": "SEL", "matches": {"SELECT"}}]
+    complete_code_samples = ["SELECT 1;", "CREATE TABLE IF NOT EXISTS c(x);"]
+    incomplete_code_samples = ["SELECT 1", "SELECT 'a;"]
+    code_generate_error = "SELECT * FROM no_such_table;"
+    code_execute_result = [{"code": "SELECT 6 AS n;", "result": "┌───┐\n│ n │\n├───┤\n│ 6 │\n└───┘\n1 row"}]
+    code_sleep = ("CREATE TABLE IF NOT EXISTS s(x); INSERT INTO s VALUES (1);\n"
+                  "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c) SELECT count(*) FROM c;")
+    sleep_marker = "1 row"
 
 
 if __name__ == "__main__":
