@@ -1,5 +1,6 @@
 -- Installed Jupyter kernels (languages jupyter:NAME, PROTOCOL.md §8): an `.R` buffer, with no
--- entry in config.languages, runs in jupyter:ir (the host's IRkernel); a `.py` file of another
+-- entry in config.languages, runs in cellbox's own r, and in jupyter:ir (the host's IRkernel)
+-- once :CellboxKernel picks it; a `.py` file of another
 -- filetype runs in cellbox's python, not jupyter:python3; :CellboxKernel completes every available
 -- language and starts one; `unsupported` is respected (:CellboxVariables says a Jupyter kernel
 -- cannot list variables, without an error). Without IRkernel the file skips, except under CI.
@@ -42,10 +43,11 @@ H.main(function()
   end
 
   local rbuf
-  H.test("an .R buffer (no config.languages entry) runs cat(1+1) in jupyter:ir; the output shows 2", function()
+  H.test("an .R buffer runs in cellbox's r; :CellboxKernel jupyter:ir runs cat(1+1) in IRkernel: 2", function()
     H.eq(nil, cb.config.languages.r)
     rbuf = H.buffer("analysis.R", "r", { "# %% sum", "cat(1+1)" })
-    H.eq("jupyter:ir", cb.language(rbuf))
+    H.eq("r", cb.language(rbuf))
+    vim.cmd("CellboxKernel jupyter:ir")
     vim.api.nvim_win_set_cursor(0, { 2, 0 })
     local ex = H.done(cb.run_cell(rbuf), START_MS)
     H.eq("ok", ex.status, vim.inspect(ex.result))
@@ -66,6 +68,8 @@ H.main(function()
   H.test("cellbox's own language wins over a Jupyter kernel of the same extension; none fits: nil", function()
     local buf = H.buffer("script.py", "conf", { "print(6 * 7)" })
     H.eq("python", cb.language(buf))
+    buf = H.buffer("model.R", "text", { "1" })
+    H.eq("r", cb.language(buf))
     buf = H.buffer("notes.txt", "text", { "hello" })
     H.eq(nil, cb.language(buf))
   end)

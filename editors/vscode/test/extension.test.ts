@@ -45,7 +45,7 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
     assert.deepEqual(sc.groups[0].resourceStates.map((r: any) => r.change.path), ["b.txt"]);
     assert.equal(sc.count, 1);
 
-    // An R file: the daemon has no language `r`, but the host's IRkernel is jupyter:ir.
+    // An R file: besides cellbox's own r, the picker offers the host's IRkernel as jupyter:ir.
     const ir = s.languages.find((l) => l.id === "jupyter:ir");
     if (!ir?.available) {
       if (process.env.CI === "true") throw new Error(`jupyter:ir not available: ${ir?.reason ?? "no IRkernel kernelspec"}`);
@@ -74,10 +74,11 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
     const jupyterAt = labels.indexOf("Jupyter kernels (sandboxed)");
     assert.ok(jupyterAt > labels.indexOf("cellbox kernels (sandboxed)") && labels.indexOf("cellbox kernels (sandboxed)") >= 0, JSON.stringify(labels));
     assert.equal(items[jupyterAt].kind, fake.QuickPickItemKind.Separator);
-    const rItem = items.find((i) => i.label === "$(add) New R kernel");
+    const rItem = items.find((i) => i.language === "jupyter:ir" && !i.kernelId);
     assert.ok(rItem, JSON.stringify(labels));
+    assert.equal(rItem.label, "$(add) New R kernel");
     assert.equal(rItem.description, "Jupyter kernel (sandboxed) · jupyter:ir");
-    assert.ok(labels.indexOf("$(add) New R kernel") > jupyterAt);
+    assert.ok(items.indexOf(rItem) > jupyterAt);
     const picked = s.kernels.get("jupyter:ir");
     assert.ok(picked, "the picked R kernel");
     assert.match(status.text, /cellbox R \(Jupyter\): idle/);

@@ -44,6 +44,10 @@ local function start_kernel(language)
     return nil
   end
   state.kernels[res.kernelId] = { id = res.kernelId, language = res.language, state = "idle", info = res }
+  local interp = res.interpreter
+  if interp and interp.warning then
+    notify(interp.warning, vim.log.levels.WARN)
+  end
   return res.kernelId
 end
 
@@ -262,14 +266,26 @@ function M.shutdown(buf)
   return res
 end
 
---- For the statusline: "cellbox python: idle" for the current buffer's kernel, with progress.
+--- " (.venv)" when a kernel runs the project's own interpreter ("venv": the environment's
+--- directory) or one picked for it (its version); "" for the host's.
+function M.interpreter_tag(interp)
+  if not interp or interp.source == "system" then
+    return ""
+  end
+  if interp.source == "venv" then
+    return " (" .. (interp.path:match("([^/]+)/bin/[^/]+$") or "venv") .. ")"
+  end
+  return " (" .. (interp.version or interp.source) .. ")"
+end
+
+--- For the statusline: "cellbox python (.venv): idle" for the current buffer's kernel, with progress.
 function M.status(buf)
   buf = buf or api.nvim_get_current_buf()
   local parts = {}
   local kid = state.buf_kernel[buf]
   local k = kid and state.kernels[kid]
   if k then
-    local s = "cellbox " .. k.language .. ": " .. (k.state or "?")
+    local s = "cellbox " .. k.language .. M.interpreter_tag(k.info and k.info.interpreter) .. ": " .. (k.state or "?")
     if k.reason then
       s = s .. " (" .. k.reason .. ")"
     end
