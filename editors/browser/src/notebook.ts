@@ -317,7 +317,11 @@ export class Notebook {
         this.setStatus("idle", "idle");
         // A Jupyter kernel's version is known once it runs.
         const info = r.languageInfo;
-        this.status.title = `kernel status: ${[info?.name, info?.version].filter(Boolean).join(" ") || r.language}`;
+        // The interpreter: the project's .venv, one picked for it, or the host's (not named).
+        const interp = r.interpreter;
+        const where = interp && interp.source !== "system" ? ` · ${interp.path} (${interp.source})` : "";
+        const warn = interp?.warning ? ` · ${interp.warning}` : "";
+        this.status.title = `kernel status: ${[info?.name, info?.version].filter(Boolean).join(" ") || r.language}${where}${warn}`;
       } catch (e) {
         this.setStatus(`cannot start: ${(e as Error).message}${(e as RPCError).data?.detail ? ` (${(e as RPCError).data!.detail})` : ""}`, "dead");
         throw e;
