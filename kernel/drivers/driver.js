@@ -207,14 +207,16 @@ const isPunc = (t, v) => t && t.t === 'punc' && t.v === v;
 const BLOCK_STMT = new Set(['if', 'for', 'while', 'do', 'try', 'switch', 'with', 'else', 'catch', 'finally']);
 function statementStarts(toks) {
   const starts = [];
-  let depth = 0, blockStmt = false;
+  let depth = 0, blockStmt = false, moduleStmt = false;
   for (let i = 0; i < toks.length; i++) {
     const t = toks[i], p = toks[i - 1];
     if (depth === 0 && (!p || isPunc(p, ';') || (isPunc(p, '}') && blockStmt)
-        || ((t.nl || isPunc(p, '}')) && endsExpr(p) && startsStmt(t)))) {
+        || ((t.nl || isPunc(p, '}')) && endsExpr(p) && startsStmt(t) && !(moduleStmt && t.t === 'name' && t.v === 'from')))) {
       starts.push(i);
       const kind = declKind(toks, i);
       blockStmt = isPunc(t, '{') || (t.t === 'name' && BLOCK_STMT.has(t.v)) || kind === 'class' || kind === 'function';
+      // the `from` after the braces of `import {a} from 'm'` continues it
+      moduleStmt = isStaticImport(toks, i) || (t.t === 'name' && t.v === 'export');
     }
     if (isOpen(t)) depth++;
     else if (isClose(t)) depth--;
