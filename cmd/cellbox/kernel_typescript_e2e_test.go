@@ -36,7 +36,7 @@ func TestKernelTypeScript(t *testing.T) {
 	for _, step := range []struct{ code, want, stdout string }{
 		{"interface Point {\n  x: number\n  y: number\n}\nconst p: Point = { x: 1, y: 2 }\nlet n: number = 40", "", ""},
 		{"n + 2", "42", ""},
-		{"let n: string = 'again'\nn", "'again'", ""},                                            // declared again
+		{"let n: string = 'again'\nn", "'again'", ""}, // declared again
 		{"type Fn = (a: number) => number\nconst dbl: Fn = (a) => a * 2\ndbl(p.x + p.y)", "6", ""}, // state
 		{"enum Color { Red, Green }\nColor.Green", "1", ""},
 		{"Color[1]", "'Green'", ""},
