@@ -341,7 +341,7 @@ func (s *Server) kernelInfo() map[string]any {
 		li = s.li
 	}
 	if li.Mimetype == "" {
-		li.Mimetype = map[string]string{"python": "text/x-python", "javascript": "application/javascript", "bash": "text/x-sh"}[li.Name]
+		li.Mimetype = map[string]string{"python": "text/x-python", "javascript": "application/javascript", "typescript": "text/typescript", "bash": "text/x-sh"}[li.Name]
 	}
 	info := map[string]any{
 		"name": li.Name, "version": li.Version, "mimetype": li.Mimetype, "file_extension": li.FileExtension,
@@ -354,6 +354,9 @@ func (s *Server) kernelInfo() map[string]any {
 	case "javascript":
 		info["pygments_lexer"] = "javascript"
 		info["codemirror_mode"] = "javascript"
+	case "typescript":
+		info["pygments_lexer"] = "typescript"
+		info["codemirror_mode"] = "text/typescript"
 	case "bash":
 		info["pygments_lexer"] = "bash"
 		info["codemirror_mode"] = "shell"
