@@ -120,6 +120,12 @@ fsp.writeFileSync('node_modules/tsgreet/index.js', "export const greet = (n) => 
 	if !strings.Contains(tb, ">:2\nlet bad: = 2\n") || len(ofKind(outs, protocol.OutputKindError)) != 1 {
 		t.Fatalf("syntax error traceback: %q", tb)
 	}
+	// Syntax that TypeScript has and this node may lack (decorators): if
+	// node rejects the JavaScript, its SyntaxError names the TypeScript line.
+	res, _ = execute(t, c, kid, "\n\ninterface I {\n  a: number\n}\nclass Dec { @((v: any) => v) m() {} }")
+	if res.Error != nil && !strings.Contains(strings.Join(res.Error.Traceback, "\n"), ">:6\n") {
+		t.Fatalf("a SyntaxError of node on a transpiled cell: %q", res.Error.Traceback)
+	}
 	res, _ = execute(t, c, kid, "let bad2: = 2", withSource("/home/me/x.ts", 7))
 	if tb = strings.Join(res.Error.Traceback, "\n"); !strings.HasPrefix(tb, "/home/me/x.ts:7\n") {
 		t.Fatalf("syntax error with source: %q", tb)

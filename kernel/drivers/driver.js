@@ -546,6 +546,13 @@ function compile(code, count, source, sourceMap, syntaxError) {
   }
   forms.push({ kind: 'raw', src: code, lines: new Map(), lineOffset: line0, isAsync: false, show: true });
   const errors = {};
+  // A transpiled cell's SyntaxError (syntax node lacks): its `file:line` header at the source line.
+  const mapped = (e) => {
+    const m = map && /^(.*):(\d+)\n/.exec(String(e && e.stack));
+    const at = m && m[1] === filename && mapSource(map, m[2] - line0 - 1, 1);
+    if (at) e.stack = `${filename}:${line0 + at[0]}${String(e.stack).slice(m[0].length - 1)}`;
+    return e;
+  };
   for (const f of forms) {
     try {
       const script = new vm.Script(f.src, {
@@ -563,8 +570,8 @@ function compile(code, count, source, sourceMap, syntaxError) {
   // For code with `await`, the plain async form tells the real error, unless the error is on the
   // wrapper's closing line (an unfinished cell): the code's own error says that better.
   const plain = errors['plain async'];
-  if (!plain) throw errors.raw;
-  if (!String(plain.stack).startsWith(`${filename}:${lastLine + 1}\n`)) throw plain;
+  if (!plain) throw mapped(errors.raw);
+  if (!String(plain.stack).startsWith(`${filename}:${lastLine + 1}\n`)) throw mapped(plain);
   const e = new SyntaxError('Unexpected end of input');
   e.stack = `${filename}:${lastLine}\n${code.split('\n').pop()}\n\nSyntaxError: ${e.message}`;
   throw e;
