@@ -58,6 +58,19 @@ fs.writeFileSync('data.json', '{"k": [1, 2]}')`)
 	if _, outs = run("typeof nothing + ' ' + greet('again')"); resultText(t, outs) != "'undefined hi again'" {
 		t.Fatalf("after a failed import: %+v", outs)
 	}
+	for code, want := range map[string]protocol.IsCompleteStatus{
+		"import fs from 'fs'":                 protocol.IsCompleteStatusComplete,
+		"import {\n  a,":                      protocol.IsCompleteStatusIncomplete,
+		"import fs from 'fs'\nfunction f() {": protocol.IsCompleteStatusIncomplete,
+		"export const x = 1":                  protocol.IsCompleteStatusComplete,
+		"import fs from 'fs'\nlet = = 2":      protocol.IsCompleteStatusInvalid,
+	} {
+		var ic protocol.KernelIsCompleteResult
+		c.mustCall(t, protocol.MethodKernelIsComplete, protocol.KernelIsCompleteParams{KernelID: kid, Code: code}, &ic)
+		if ic.Status != want {
+			t.Fatalf("isComplete %q = %+v, want %s", code, ic, want)
+		}
+	}
 	// Other warnings still show.
 	if _, outs = run("process.emitWarning('mine', 'ExperimentalWarning')\n1"); !strings.Contains(streamText(outs, protocol.StreamStderr), "ExperimentalWarning: mine") {
 		t.Fatalf("a warning of the code was dropped: %+v", outs)

@@ -945,18 +945,30 @@ function isComplete({ code = '' }) {
   };
   let e = attempt(code, 0);
   const lines = code.split('\n').length;
+  let body = code;
+  if (e && /import statement|Unexpected token 'export'/.test(e.message)) {
+    // static imports and export, rewritten as a cell runs them
+    try {
+      const { toks } = tokenize(code);
+      const mod = moduleSyntax(toks, statementStarts(toks));
+      body = applyEdits(code, [...mod.edits, ...rewrite(mod.toks, statementStarts(mod.toks), true).edits]).src;
+      e = new SyntaxError('await'); // checked as an async cell below
+    } catch {}
+  }
   if (e && /await|Unexpected reserved word/.test(e.message)) {
-    const e2 = attempt(`(async () => {\n${code}\n})`, -1);
+    const e2 = attempt(`(async () => {\n${body}\n})`, -1);
     // an error on the wrapper's closing line means the cell is not finished
     e = e2 && String(e2.stack).startsWith(`c:${lines + 1}\n`) ? new SyntaxError('Unexpected end of input') : e2;
   }
   if (!e) return { status: 'complete' };
   if (!(e instanceof SyntaxError)) return { status: 'unknown' };
-  if (!/Unexpected end of input|Unterminated/.test(e.message)) return { status: 'invalid' };
   let depth = 0;
   try {
     for (const t of tokenize(code).toks) depth += isOpen(t) ? 1 : isClose(t) ? -1 : 0;
   } catch {}
+  // (an import that the rewrite could not take is unfinished when a bracket is open)
+  const openImport = body === code && /import statement|Unexpected token 'export'/.test(e.message) && depth > 0;
+  if (!openImport && !/Unexpected end of input|Unterminated/.test(e.message)) return { status: 'invalid' };
   return { status: 'incomplete', indent: '  '.repeat(Math.max(depth, 0)) };
 }
 
