@@ -52,7 +52,7 @@ func TestDoctorJSON(t *testing.T) {
 	if code != 0 || !rep.OK {
 		t.Errorf("exit %d, ok %v, problems %v; want 0, true", code, rep.OK, rep.Problems)
 	}
-	if len(rep.Sandbox.Layers) != len(sandbox.LayerNames()) || len(rep.Langs) != 3 {
+	if len(rep.Sandbox.Layers) != len(sandbox.LayerNames()) || len(rep.Langs) != len(kernel.DetectLanguages(context.Background())) {
 		t.Errorf("got %d layers and %d languages", len(rep.Sandbox.Layers), len(rep.Langs))
 	}
 	if rep.StateDir.Exists || !rep.StateDir.Writable || !strings.Contains(rep.StateDir.Note, "does not exist yet") {
