@@ -57,7 +57,34 @@ type tsTranspiled struct {
 }
 
 // tsTranspile transpiles a cell. A cell that does not parse has err set.
+// Its last expression is wrapped first (wrapLast), so that esbuild keeps
+// it; if the wrapped cell does not transpile, the cell is transpiled as
+// written.
 func tsTranspile(code string) tsTranspiled {
+	if w, at, ok := wrapLast(code); ok {
+		if t := transpileOnce(w); t.err == nil {
+			unshift(t.lines, code, at, len("[("))
+			return t
+		}
+	}
+	return transpileOnce(code)
+}
+
+// unshift maps the source columns of a wrapped cell back to the cell: n
+// bytes (ASCII) were inserted at offset at.
+func unshift(lines [][]int, code string, at, n int) {
+	line := strings.Count(code[:at], "\n")
+	col := utf16Len(code[strings.LastIndexByte(code[:at], '\n')+1 : at])
+	for _, seg := range lines {
+		for j := 0; j+2 < len(seg); j += 3 {
+			if seg[j+1] == line && seg[j+2] >= col {
+				seg[j+2] = max(col, seg[j+2]-n)
+			}
+		}
+	}
+}
+
+func transpileOnce(code string) tsTranspiled {
 	r := api.Transform(code, tsOptions)
 	if len(r.Errors) > 0 {
 		return tsTranspiled{err: tsSyntaxError(code, r.Errors[0])}

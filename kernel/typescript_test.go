@@ -132,10 +132,13 @@ func TestDecodeMappings(t *testing.T) {
 }
 
 func FuzzTSTranspile(f *testing.F) {
-	for _, s := range []string{"let x: number = 1\nx", "interface A {\n", "import a from 'b'", "`${", "enum E { A }", "\xff\xfe", "<T>(x: T) => x"} {
+	for _, s := range []string{"let x: number = 1\nx", "interface A {\n", "import a from 'b'", "`${", "enum E { A }", "\xff\xfe", "<T>(x: T) => x", "x = `${'}'}`\n/re/.source;", "'a' + 'b' // c"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, code string) {
+		if s, e, ok := lastExpression(code); ok && (s < 0 || s > e || e > len(code)) {
+			t.Fatalf("lastExpression span %d..%d of %d bytes", s, e, len(code))
+		}
 		tr := tsTranspile(code)
 		if tr.err != nil {
 			if tr.err.Line < 1 || tr.err.Column < 0 {
@@ -169,4 +172,77 @@ func FuzzDecodeMappings(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTSLastExpression(t *testing.T) {
+	for code, want := range map[string]string{
+		"'a' + 'b'":                            "'a' + 'b'",
+		"let x = 1\nx + 1;":                    "x + 1",
+		"let x = 1\nx + 1 // done":             "x + 1",
+		"f(1)\n(2)":                            "f(1)\n(2)", // a call, as JavaScript reads it
+		"a = 1\n[1, 2].length":                 "a = 1\n[1, 2].length",
+		"if (x) {\n  y\n}\n'z'":                "'z'",
+		"interface A {\n  b: 1\n}\n1 === 1":    "1 === 1",
+		"const s = `${'}'}`\ns":                "s",
+		"x = /}/.source\n`t${1}`":              "x = /}/.source\n`t${1}`", // a tagged template
+		"class A {}\ntypeof A":                 "typeof A",
+		"await f()\n(await g()) as number":     "await f()\n(await g()) as number",
+		"x\n  .y":                              "x\n  .y",
+		"type\n":                               "type",
+		"function f() {}\nf()":                 "f()",
+		"{ a: 1 }":                             "",
+		"let x = 1":                            "",
+		"interface A { b: 1 }":                 "",
+		"type A = string":                      "",
+		"enum E { A }":                         "",
+		"label: for (;;) break label":          "",
+		"import a from 'b'":                    "",
+		"export const a = 1":                   "",
+		"f(":                                   "",
+		";":                                    "",
+		"":                                     "",
+		"// just a comment":                    "",
+		"async function f() {}":                "",
+		"declare const d: number":              "",
+		"abstract class B {}":                  "",
+		"x;\n;":                                "",
+		"for (const a of b) {}\n":              "",
+		"try {} finally {}":                    "",
+		"namespace N {}":                       "",
+		"`${`":                                 "`${`",
+		"'unterminated":                        "'unterminated",
+		"a satisfies\nB":                       "a satisfies\nB",
+		"new Box<string>('in').get()":          "new Box<string>('in').get()",
+		"const f = <T,>(a: T) => a\nf<number>": "f<number>",
+	} {
+		s, e, ok := lastExpression(code)
+		got := ""
+		if ok {
+			got = code[s:e]
+		}
+		if got != want {
+			t.Errorf("lastExpression(%q) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+// TestTSTranspileKeepsLastValue: esbuild drops an expression statement that
+// folds to a primitive; the cell's last one is kept, with its columns.
+func TestTSTranspileKeepsLastValue(t *testing.T) {
+	for _, code := range []string{"'a' + ('b' as string)", "1 === 1;", "let q = 1\ntypeof 'x' // why"} {
+		tr := tsTranspile(code)
+		if tr.err != nil || !strings.Contains(tr.code, "[0]") {
+			t.Errorf("%q: %q %+v", code, tr.code, tr.err)
+		}
+	}
+	tr := tsTranspile("let n: number = 1\n  null!.x")
+	js := strings.Split(tr.code, "\n")
+	th := slices.IndexFunc(js, func(l string) bool { return strings.Contains(l, ".x") })
+	if l, c, ok := segmentAt(tr.lines, th, strings.Index(js[th], "null")); !ok || l != 1 || c != 2 {
+		t.Fatalf("null maps to %d:%d %v, want 1:2 (code %q)", l, c, ok, tr.code)
+	}
+	// Not an expression after all: transpiled as written.
+	if tr := tsTranspile("@dec class A {}"); tr.err != nil || strings.Contains(tr.code, "[0]") {
+		t.Errorf("a decorated class: %q %+v", tr.code, tr.err)
+	}
 }
