@@ -63,7 +63,7 @@ type tsTranspiled struct {
 func tsTranspile(code string) tsTranspiled {
 	if w, at, ok := wrapLast(code); ok {
 		if t := transpileOnce(w); t.err == nil {
-			unshift(t.lines, code, at, len("[("))
+			unshift(t.lines, code, at, len(wrapOpen))
 			return t
 		}
 	}

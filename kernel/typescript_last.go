@@ -7,7 +7,7 @@ import (
 // esbuild drops an expression statement that folds to a primitive
 // ('a' + 'b', 1 === 1, typeof x of a literal): the value of a cell's last
 // expression would be lost. tsTranspile wraps that expression as
-// `[(EXPR\n)][0]` first, which esbuild keeps and which has the same value;
+// `Array.of((EXPR\n))[0]` first, which esbuild keeps and which has the same value;
 // lastExpression finds it. Its scanner is the javascript driver's
 // top-level scanner (drivers/driver.js) in small: strings, templates,
 // comments, regular expressions and brackets, and the automatic-semicolon
@@ -268,6 +268,11 @@ func tsExprStart(toks []tsToken, i int) bool {
 	return true
 }
 
+// wrapOpen begins the wrapper. It starts with a name, so it neither
+// continues the statement before it (as `[` or `(` on a new line would)
+// nor ends a statement whose body it is (as a `;` would: `if (c)\n  x`).
+const wrapOpen = "Array.of(("
+
 // wrapLast wraps the cell's last expression statement so that esbuild
 // keeps it: it returns the wrapped code and the offset of the wrapper's
 // opening, or ok false when there is no last expression.
@@ -276,5 +281,5 @@ func wrapLast(code string) (wrapped string, at int, ok bool) {
 	if !ok {
 		return "", 0, false
 	}
-	return code[:s] + "[(" + code[s:e] + "\n)][0]" + code[e:], s, true
+	return code[:s] + wrapOpen + code[s:e] + "\n))[0]" + code[e:], s, true
 }

@@ -231,9 +231,17 @@ func TestTSLastExpression(t *testing.T) {
 func TestTSTranspileKeepsLastValue(t *testing.T) {
 	for _, code := range []string{"'a' + ('b' as string)", "1 === 1;", "let q = 1\ntypeof 'x' // why"} {
 		tr := tsTranspile(code)
-		if tr.err != nil || !strings.Contains(tr.code, "[0]") {
+		if tr.err != nil || !strings.Contains(tr.code, "Array.of(") {
 			t.Errorf("%q: %q %+v", code, tr.code, tr.err)
 		}
+	}
+	// The wrapper neither continues the statement before it (a `[` on a
+	// new line would) nor leaves the body of an if (a `;` would).
+	if tr := tsTranspile("if (c)\n  'a' + 'b'"); !strings.Contains(tr.code, "if (c)\n  Array.of(") {
+		t.Errorf("if: %q", tr.code)
+	}
+	if tr := tsTranspile("const w: string = await f('x')\nconsole.log(w)"); !strings.Contains(tr.code, "await f(\"x\");\nArray.of(console.log(w))[0]") {
+		t.Errorf("after a statement without a semicolon: %q", tr.code)
 	}
 	tr := tsTranspile("let n: number = 1\n  null!.x")
 	js := strings.Split(tr.code, "\n")
@@ -242,7 +250,7 @@ func TestTSTranspileKeepsLastValue(t *testing.T) {
 		t.Fatalf("null maps to %d:%d %v, want 1:2 (code %q)", l, c, ok, tr.code)
 	}
 	// Not an expression after all: transpiled as written.
-	if tr := tsTranspile("@dec class A {}"); tr.err != nil || strings.Contains(tr.code, "[0]") {
+	if tr := tsTranspile("@dec class A {}"); tr.err != nil || strings.Contains(tr.code, "Array.of(") {
 		t.Errorf("a decorated class: %q %+v", tr.code, tr.err)
 	}
 }
