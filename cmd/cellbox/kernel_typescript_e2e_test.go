@@ -45,6 +45,9 @@ func TestKernelTypeScript(t *testing.T) {
 		{"const later: number = await new Promise<number>((r) => setTimeout(() => r(5), 10))\nlater", "5", ""},
 		{"console.log(`later=${later}` as string)", "", "later=5\n"},
 		{"'ünï ✓' as const", "'ünï ✓'", ""},
+		// a last expression that esbuild folds to a primitive keeps its value
+		{"'a' + ('b' as string)", "'ab'", ""},
+		{"let t = 1\nif (t)\n  1 === 1", "true", ""},
 		// types are erased, not checked
 		{"const wrong: number = 'not a number' as any as number\nwrong", "'not a number'", ""},
 		// static imports of a builtin; later cells use the names
