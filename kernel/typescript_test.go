@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -252,5 +253,25 @@ func TestTSTranspileKeepsLastValue(t *testing.T) {
 	// Not an expression after all: transpiled as written.
 	if tr := tsTranspile("@dec class A {}"); tr.err != nil || strings.Contains(tr.code, "Array.of(") {
 		t.Errorf("a decorated class: %q %+v", tr.code, tr.err)
+	}
+}
+
+// BenchmarkTSTranspile: the daemon's cost per typescript cell (transpile,
+// source map decode), for a one-line cell and a 40-line one.
+func BenchmarkTSTranspile(b *testing.B) {
+	small := "const v7: number = 7 + 1; 'r' + (v7 as number)"
+	var big strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&big, "interface P%d {\n  x: number\n}\nconst p%d: P%d = { x: %d }\n", i, i, i, i)
+	}
+	big.WriteString("p1.x + p2.x")
+	for _, c := range []struct{ name, code string }{{"one-line", small}, {"40-lines", big.String()}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if tr := tsTranspile(c.code); tr.err != nil {
+					b.Fatal(tr.err)
+				}
+			}
+		})
 	}
 }

@@ -5,7 +5,9 @@
 // transpiles each line with esbuild and evaluates it in node's REPL), on
 // this machine in one run, interleaved: cold start to the first result,
 // and the round trip of a one-line TypeScript cell (p50/p99). It prints one
-// table with the ratio cellbox/tsx. bench/typescript.sh installs tsx,
+// table with the ratio cellbox/tsx, and, for reference, the round trip of
+// the same cell without types on cellbox's javascript kernel (what the
+// daemon's transpile adds). bench/typescript.sh installs tsx,
 // builds this and runs it.
 //
 // The cellbox side is the real binary, `cellbox serve --stdio` with a state
@@ -100,11 +102,11 @@ func run(args []string) error {
 	for i := range o.warmup + o.n {
 		record := i >= o.warmup
 		t0 := time.Now()
-		id, err := d.c.startKernel(ws.WorkspaceID)
+		id, err := d.c.startKernel(ws.WorkspaceID, "typescript")
 		if err != nil {
 			return err
 		}
-		if err := d.c.cell(id, 1); err != nil {
+		if err := d.c.cell(id, 1, false); err != nil {
 			return err
 		}
 		if record {
@@ -129,10 +131,15 @@ func run(args []string) error {
 		r.close()
 	}
 
-	id, err := d.c.startKernel(ws.WorkspaceID)
+	id, err := d.c.startKernel(ws.WorkspaceID, "typescript")
 	if err != nil {
 		return err
 	}
+	js, err := d.c.startKernel(ws.WorkspaceID, "javascript")
+	if err != nil {
+		return err
+	}
+	var jsRTT series
 	r, err := startRepl(o.node, tsxRepl, project)
 	if err != nil {
 		return err
@@ -140,11 +147,18 @@ func run(args []string) error {
 	defer r.close()
 	for i := range o.rtt + 20 { // the first 20 warm up
 		t0 := time.Now()
-		if err := d.c.cell(id, i); err != nil {
+		if err := d.c.cell(id, i, false); err != nil {
 			return err
 		}
 		if i >= 20 {
 			cbRTT.add(time.Since(t0))
+		}
+		t0 = time.Now()
+		if err := d.c.cell(js, i, true); err != nil {
+			return err
+		}
+		if i >= 20 {
+			jsRTT.add(time.Since(t0))
 		}
 		t0 = time.Now()
 		if err := r.cell(i); err != nil {
@@ -164,6 +178,7 @@ func run(args []string) error {
 	row(fmt.Sprintf("round trip of a cell, p50 (n=%d)", o.rtt), cbRTT.q(0.5), tsxRTT.q(0.5))
 	row("round trip of a cell, p99", cbRTT.q(0.99), tsxRTT.q(0.99))
 	fmt.Printf("(the cell: %s; ratio cellbox/tsx, below 1 is cellbox faster)\n", cellCode(7))
+	fmt.Printf("for reference, cellbox javascript, the cell without types: round trip p50 %s, p99 %s\n", ms(jsRTT.q(0.5)), ms(jsRTT.q(0.99)))
 	return nil
 }
 
@@ -171,6 +186,8 @@ func run(args []string) error {
 func cellCode(i int) string {
 	return fmt.Sprintf("const v%d: number = %d + 1; 'r' + (v%d as number)", i, i, i)
 }
+
+func jsCode(i int) string   { return fmt.Sprintf("const v%d = %d + 1; 'r' + v%d", i, i, i) }
 func cellWant(i int) string { return fmt.Sprintf("'r%d'", i+1) }
 
 type series struct{ d []time.Duration }
@@ -366,19 +383,23 @@ func (c *client) call(method string, params, result any) error {
 	return nil
 }
 
-func (c *client) startKernel(ws string) (string, error) {
+func (c *client) startKernel(ws, lang string) (string, error) {
 	var res protocol.KernelStartResult
-	err := c.call(protocol.MethodKernelStart, protocol.KernelStartParams{Language: "typescript", WorkspaceID: ws}, &res)
+	err := c.call(protocol.MethodKernelStart, protocol.KernelStartParams{Language: lang, WorkspaceID: ws}, &res)
 	return res.KernelID, err
 }
 
-// cell runs round i's cell and checks its result.
-func (c *client) cell(id string, i int) error {
+// cell runs round i's cell (without types: js) and checks its result.
+func (c *client) cell(id string, i int, js bool) error {
 	c.mu.Lock()
 	delete(c.results, id)
 	c.mu.Unlock()
 	var res protocol.ExecuteResult
-	if err := c.call(protocol.MethodKernelExecute, protocol.KernelExecuteParams{KernelID: id, Code: cellCode(i)}, &res); err != nil {
+	code := cellCode(i)
+	if js {
+		code = jsCode(i)
+	}
+	if err := c.call(protocol.MethodKernelExecute, protocol.KernelExecuteParams{KernelID: id, Code: code}, &res); err != nil {
 		return err
 	}
 	c.mu.Lock()

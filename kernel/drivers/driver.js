@@ -313,11 +313,12 @@ function classEnd(toks, i) {
 //          class A {}           ->  A = class A {};                         and `var A;` hoisted
 //          function f() {}      ->  kept (hoisted in the body), `globalThis.f = f;` at its start
 //          last expression e    ->  return (e)
-//          import x, {a as b} from 'm'  ->  void ({default: x, a : b} = await import('m'))
-//          import * as ns from 'm'      ->  void (ns = await import('m'))       (names hoisted)
-//          import 'm'                   ->  void (await import('m'))
-// (static imports only in the async form: a cell with one always takes it). Like node's REPL (lib/internal/repl/await.js). Edits never add or remove line breaks, so
-// line numbers stay those of the cell. Returns {edits, hoisted, copies, show (the cell ends with
+//          import x, {a as b} from 'm'  ->  void ({default: x, a : b} = await import('m'));
+//          import * as ns from 'm'      ->  void (ns = await import('m'));      (names hoisted)
+//          import 'm'                   ->  void (await import('m'));
+// (static imports only in the async form: a cell with one always takes it). Like node's REPL
+// (lib/internal/repl/await.js). Edits never add or remove line breaks (applyEdits keeps those of
+// what an edit replaces), so line numbers stay those of the cell. Returns {edits, hoisted, copies, show (the cell ends with
 // an expression)}; throws when the scanner cannot make sense of a declaration.
 function rewrite(toks, starts, isAsync) {
   const edits = [], hoisted = [], copies = [];
