@@ -41,6 +41,9 @@ type request struct {
 	EOF          bool                     `json:"eof,omitempty"`
 	CursorPos    int                      `json:"cursorPos,omitempty"`
 	DetailLevel  int                      `json:"detailLevel,omitempty"`
+	// SourceMap and SyntaxError come from a driverSpec.transform.
+	SourceMap   [][]int          `json:"sourceMap,omitempty"`
+	SyntaxError *cellSyntaxError `json:"syntaxError,omitempty"`
 }
 
 // encode frames r for the driver: a JSON line, or NUL-terminated fields

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	_ "embed"
+
+	"github.com/cellbox-dev/cellbox/protocol"
 )
 
 // The drivers, one small program per language (drivers/README.md is their
@@ -47,6 +49,11 @@ type driverSpec struct {
 	reopenPipes bool
 	mimetype    string
 	extension   string
+	// transform, when set, rewrites each execute request in the daemon
+	// before the driver gets it (typescript: transpiles the code).
+	transform func(*request)
+	// isComplete, when set, answers kernel/isComplete in the daemon.
+	isComplete func(code string) protocol.KernelIsCompleteResult
 }
 
 var drivers = map[string]driverSpec{
@@ -60,6 +67,14 @@ var drivers = map[string]driverSpec{
 		interruptRequest: true,
 		mimetype:         "text/javascript",
 		extension:        ".js",
+	},
+	"typescript": { // the javascript driver, on code transpiled by the daemon (typescript.go)
+		argv:             []string{"node", "-e", driverJavaScript},
+		interruptRequest: true,
+		mimetype:         "text/typescript",
+		extension:        ".ts",
+		transform:        tsTransform,
+		isComplete:       tsIsComplete,
 	},
 	"bash": {
 		argv:        []string{"bash", "--noprofile", "--norc", "-c", driverBash, "cellbox-bash"},

@@ -27,6 +27,7 @@ func TestRealDrivers(t *testing.T) {
 		// Each loop says it has begun, so the interrupt comes inside it.
 		{"python", "v = 'ünï'", "print(v)", "print('looping', flush=True)\nwhile True: pass"},
 		{"javascript", "let v = 'ünï'", "console.log(v)", "console.log('looping'); while (true) {}"},
+		{"typescript", "interface V { s: string }\nlet v: V['s'] = 'ünï'", "console.log(v as string)", "console.log('looping'); while (true as boolean) {}"},
 		{"bash", "v=ünï", "echo $v", "echo looping; while :; do :; done"},
 		{"ruby", "v = 'ünï'", "puts v", "puts 'looping'\nloop {}"},
 		{"r", "v <- 'ünï'", "cat(v, '\\n', sep = '')", "cat('looping\\n')\nwhile (TRUE) {}"},

@@ -190,10 +190,14 @@ func (k *Kernel) run(e *execution) {
 	if timeoutMs == 0 {
 		timeoutMs = k.limits.TimeoutMs
 	}
-	err := d.send(&request{
+	r := &request{
 		Op: "execute", ID: e.id, Code: p.Code, Count: e.count, Silent: p.Silent, StoreHistory: storeHistory,
 		Stdin: p.Stdin, AllowStdin: p.AllowStdin && e.req.Ask != nil, Source: p.Source,
-	})
+	}
+	if t := drivers[k.lang].transform; t != nil {
+		t(r)
+	}
+	err := d.send(r)
 	if err != nil {
 		outErr = k.driverErr(err)
 	} else {

@@ -51,6 +51,7 @@ type languageSpec struct {
 var languageSpecs = []languageSpec{
 	{"python", "Python", "python3", []string{".py"}, regexp.MustCompile(`Python (\d+\.\d+(?:\.\d+)?\S*)`)},
 	{"javascript", "JavaScript (Node.js)", "node", []string{".js", ".mjs", ".cjs"}, regexp.MustCompile(`^v?(\d+\.\d+\.\d+\S*)`)},
+	{"typescript", "TypeScript (Node.js, types erased)", "node", []string{".ts", ".mts", ".cts"}, regexp.MustCompile(`^v?(\d+\.\d+\.\d+\S*)`)},
 	{"bash", "Bash", "bash", []string{".sh", ".bash"}, regexp.MustCompile(`version (\d+\.\d+(?:\.\d+)?)`)},
 	{"ruby", "Ruby", "ruby", []string{".rb"}, regexp.MustCompile(`^ruby (\d+\.\d+\.\d+)`)},
 	{"r", "R", "Rscript", []string{".r", ".R"}, regexp.MustCompile(`^Rscript \(R\) version (\d+\.\d+\.\d+)`)},

@@ -56,6 +56,10 @@ func (k *Kernel) Inspect(ctx context.Context, code string, cursor, detail int) (
 
 // IsComplete is kernel/isComplete.
 func (k *Kernel) IsComplete(ctx context.Context, code string) (*protocol.KernelIsCompleteResult, error) {
+	if f := drivers[k.lang].isComplete; f != nil {
+		res := f(code)
+		return &res, nil
+	}
 	var res protocol.KernelIsCompleteResult
 	if err := k.driverCall(ctx, &request{Op: "isComplete", Code: code}, &res); err != nil {
 		return nil, err

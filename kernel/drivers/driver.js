@@ -22,6 +22,17 @@ require('v8').setFlagsFromString('--no-compilation-cache');
 const { Array, ArrayBuffer, Atomics, Buffer, Error, Function, Int32Array, JSON, Map, Math, Object,
   Promise, Set, SharedArrayBuffer, String, SyntaxError, Uint8Array, process, setImmediate } = globalThis;
 
+// Cells import through vm's USE_MAIN_CONTEXT_DEFAULT_LOADER, which makes node print an
+// ExperimentalWarning on the user's stderr at the first import: that warning alone is dropped.
+const emitWarning = process.emitWarning;
+process.emitWarning = function (warning, ...rest) {
+  const type = typeof rest[0] === 'string' ? rest[0] : rest[0] && rest[0].type;
+  const text = typeof warning === 'string' ? warning : warning && warning.message;
+  if ((type === 'ExperimentalWarning' || (warning && warning.name === 'ExperimentalWarning'))
+      && /USE_MAIN_CONTEXT_DEFAULT_LOADER/.test(text)) return;
+  return Reflect.apply(emitWarning, this, [warning, ...rest]);
+};
+
 // ---------------------------------------------------------------------------------------------
 // Channel: fd 3 requests, fd 4 events. (Started without them, node's own descriptors may sit at
 // 3 and 4: check what they are.)
@@ -196,14 +207,16 @@ const isPunc = (t, v) => t && t.t === 'punc' && t.v === v;
 const BLOCK_STMT = new Set(['if', 'for', 'while', 'do', 'try', 'switch', 'with', 'else', 'catch', 'finally']);
 function statementStarts(toks) {
   const starts = [];
-  let depth = 0, blockStmt = false;
+  let depth = 0, blockStmt = false, moduleStmt = false;
   for (let i = 0; i < toks.length; i++) {
     const t = toks[i], p = toks[i - 1];
     if (depth === 0 && (!p || isPunc(p, ';') || (isPunc(p, '}') && blockStmt)
-        || ((t.nl || isPunc(p, '}')) && endsExpr(p) && startsStmt(t)))) {
+        || ((t.nl || isPunc(p, '}')) && endsExpr(p) && startsStmt(t) && !(moduleStmt && t.t === 'name' && t.v === 'from')))) {
       starts.push(i);
       const kind = declKind(toks, i);
       blockStmt = isPunc(t, '{') || (t.t === 'name' && BLOCK_STMT.has(t.v)) || kind === 'class' || kind === 'function';
+      // the `from` after the braces of `import {a} from 'm'` continues it
+      moduleStmt = isStaticImport(toks, i) || (t.t === 'name' && t.v === 'export');
     }
     if (isOpen(t)) depth++;
     else if (isClose(t)) depth--;
@@ -300,15 +313,22 @@ function classEnd(toks, i) {
 //          class A {}           ->  A = class A {};                         and `var A;` hoisted
 //          function f() {}      ->  kept (hoisted in the body), `globalThis.f = f;` at its start
 //          last expression e    ->  return (e)
-// Like node's REPL (lib/internal/repl/await.js). Edits never add or remove line breaks, so
-// line numbers stay those of the cell. Returns {edits, hoisted, copies, show (the cell ends with
+//          import x, {a as b} from 'm'  ->  void ({default: x, a : b} = await import('m'));
+//          import * as ns from 'm'      ->  void (ns = await import('m'));      (names hoisted)
+//          import 'm'                   ->  void (await import('m'));
+// (static imports only in the async form: a cell with one always takes it). Like node's REPL
+// (lib/internal/repl/await.js). Edits never add or remove line breaks (applyEdits keeps those of
+// what an edit replaces), so line numbers stay those of the cell. Returns {edits, hoisted, copies, show (the cell ends with
 // an expression)}; throws when the scanner cannot make sense of a declaration.
 function rewrite(toks, starts, isAsync) {
   const edits = [], hoisted = [], copies = [];
   const edit = (s, e, text) => edits.push({ s, e, text });
   for (const i of starts) {
     const kind = declKind(toks, i), t = toks[i];
-    if (kind === 'let' || kind === 'const' || kind === 'var') {
+    if (isStaticImport(toks, i)) {
+      if (!isAsync) throw new Error('import');
+      hoisted.push(...importStatement(toks, i, edit));
+    } else if (kind === 'let' || kind === 'const' || kind === 'var') {
       const { decls, end } = declaration(toks, i);
       if (isAsync) {
         edit(t.s, t.e, 'void (');
@@ -346,6 +366,113 @@ function rewrite(toks, starts, isAsync) {
   return { edits, hoisted: [...new Set(hoisted)], copies, show };
 }
 
+// A static import starts at toks[i] (not import(...) or import.meta).
+const isStaticImport = (toks, i) => toks[i].t === 'name' && toks[i].v === 'import' && !!toks[i + 1]
+  && !isPunc(toks[i + 1], '(') && !isPunc(toks[i + 1], '.');
+
+// importStatement rewrites the static import at toks[i] into an assignment from a dynamic import
+// (see rewrite) and returns the names it binds; throws on a form it does not know.
+function importStatement(toks, i, edit) {
+  let j = i + 1, def = null, defAt = 0, ns = null, braces = null;
+  const names = [];
+  const name = (k) => { if (!toks[k] || toks[k].t !== 'name') throw new Error('import'); return toks[k]; };
+  if (toks[j].t !== 'str') {
+    if (toks[j].t === 'name' && (isPunc(toks[j + 1], ',') || (toks[j + 1] && toks[j + 1].v === 'from' && toks[j + 1].t === 'name'))) {
+      def = toks[j];
+      defAt = j;
+      names.push(def.v);
+      j++;
+      if (isPunc(toks[j], ',')) j++;
+    }
+    if (isPunc(toks[j], '*')) {
+      if (name(j + 1).v !== 'as') throw new Error('import');
+      ns = name(j + 2);
+      names.push(ns.v);
+      edit(toks[j].s, toks[j + 1].e, '');
+      j += 3;
+    } else if (isPunc(toks[j], '{')) {
+      braces = [j];
+      for (j++; !isPunc(toks[j], '}'); j++) {
+        if (j >= toks.length) throw new Error('import');
+        if (isPunc(toks[j], ',')) continue;
+        if (toks[j].t !== 'name' && toks[j].t !== 'str') throw new Error('import');
+        if (toks[j + 1] && toks[j + 1].t === 'name' && toks[j + 1].v === 'as') {
+          edit(toks[j + 1].s, toks[j + 1].e, ':');
+          j += 2;
+        }
+        names.push(name(j).v);
+      }
+      braces.push(j++);
+    } else if (!def) throw new Error('import');
+    if (name(j).v !== 'from') throw new Error('import');
+    edit(toks[j].s, toks[j].e, '= await import(');
+    j++;
+  }
+  const spec = toks[j];
+  if (!spec || spec.t !== 'str') throw new Error('import');
+  if (!def && !ns && !braces) edit(toks[i].s, toks[i].e, 'void (await import(');
+  else edit(toks[i].s, toks[i].e, def && !ns ? 'void ({' : 'void (');
+  if (def && ns) edit(def.s, toks[defAt + 1].e, ''); // `x,`: set from ns.default at the end
+  else if (def) {
+    edit(def.s, def.s, 'default: ');
+    if (braces) edit(toks[braces[0]].s, toks[braces[0]].e, ''); // its `}` closes `{default: x, ...`
+    else edit(def.e, def.e, '}');
+  }
+  let end = spec.e, close = '));'; // (`;`: the statement ends at the specifier)
+  const w = toks[j + 1];
+  if (w && w.t === 'name' && (w.v === 'with' || (w.v === 'assert' && !w.nl)) && isPunc(toks[j + 2], '{')) {
+    let k = j + 2;
+    for (let depth = 0; k < toks.length; k++) {
+      if (isOpen(toks[k])) depth++;
+      else if (isClose(toks[k]) && --depth === 0) break;
+    }
+    if (k >= toks.length) throw new Error('import');
+    edit(w.s, w.e, ', { with:');
+    end = toks[k].e;
+    close = '}));';
+  }
+  if (def && ns) close = close.slice(0, -2) + `, ${def.v} = ${ns.v}.default);`;
+  edit(end, end, close);
+  return names;
+}
+
+// moduleSyntax takes `export` out of the top-level statements (a cell is not a module):
+//   export <declaration>, export default <expression>  ->  the declaration, the expression
+//   export {a, b}                                       ->  ;
+//   export ... from 'm'                                 ->  import 'm' (it loads, binds nothing)
+// It returns the tokens as they are then, the edits, and whether a static import is left.
+function moduleSyntax(toks, starts) {
+  const edits = [], out = [];
+  let hasImport = false;
+  for (let n = 0; n < starts.length; n++) {
+    const i = starts[n], end = n + 1 < starts.length ? starts[n + 1] : toks.length;
+    const t = toks[i], next = toks[i + 1];
+    let stmt = toks.slice(i, end);
+    if (t.t === 'name' && t.v === 'export' && next) {
+      if (isPunc(next, '{') || isPunc(next, '*')) {
+        let k = i + 1;
+        while (k < end && !(toks[k].t === 'str' && toks[k - 1].t === 'name' && toks[k - 1].v === 'from')) k++;
+        if (k < end) {
+          edits.push({ s: t.s, e: toks[k].s, text: '' });
+          stmt = [{ t: 'name', v: 'import', s: toks[k].s, e: toks[k].s, nl: t.nl }, ...toks.slice(k, end)];
+        } else {
+          const last = end - 1 > i && isPunc(toks[end - 1], ';') ? end - 2 : end - 1;
+          edits.push({ s: t.s, e: toks[last].e, text: ';' });
+          stmt = [{ t: 'punc', v: ';', s: t.s, e: toks[last].e, nl: t.nl }, ...toks.slice(last + 1, end)];
+        }
+      } else {
+        const d = next.t === 'name' && next.v === 'default' && i + 2 < end ? 2 : 1;
+        edits.push({ s: t.s, e: toks[i + d].s, text: '' });
+        stmt = toks.slice(i + d, end);
+        stmt[0] = { ...stmt[0], nl: stmt[0].nl || t.nl };
+      }
+    }
+    if (isStaticImport(stmt, 0)) hasImport = true;
+    out.push(...stmt);
+  }
+  return { toks: out, edits, hasImport };
+}
+
 // applyEdits returns the edited source and, for each line (0-based) whose columns the edits
 // shift, the edits as [column, deleted, inserted], for mapColumn.
 function applyEdits(src, edits) {
@@ -353,7 +480,7 @@ function applyEdits(src, edits) {
   const lines = new Map();
   let out = '', at = 0, line = 0, lineStart = 0;
   for (const x of edits) {
-    out += src.slice(at, x.s) + x.text;
+    out += src.slice(at, x.s) + x.text + src.slice(x.s, x.e).replace(/[^\n\r\u2028\u2029]/g, ''); // (line breaks stay)
     at = Math.max(at, x.e);
     for (let i = src.indexOf('\n', lineStart); i !== -1 && i < x.s; i = src.indexOf('\n', lineStart)) { line++; lineStart = i + 1; }
     if (x.text.length !== x.e - x.s) {
@@ -384,14 +511,18 @@ const cells = new Map();
 // function (rewritten, then plain); otherwise, or if those fail, a script (rewritten, then the
 // code as it is). It returns {script, isAsync, show}; it throws the SyntaxError of the
 // form closest to what the user wrote.
-function compile(code, count, source) {
+function compile(code, count, source, sourceMap, syntaxError) {
   const filename = (source && source.path) || `<cell ${count}>`;
   const line0 = Math.max(1, (source && source.line) | 0) - 1;
+  if (syntaxError) throw cellSyntaxError(syntaxError, filename, line0);
   const lastLine = line0 + code.split('\n').length;
+  const map = Array.isArray(sourceMap) && sourceMap.length ? sourceMap : null;
   let scanned = null;
   try {
     const { toks, hasAwait } = tokenize(code);
-    scanned = { toks, hasAwait, starts: statementStarts(toks) };
+    const mod = moduleSyntax(toks, statementStarts(toks));
+    // a static import makes the cell async, as a dynamic import
+    scanned = { toks: mod.toks, hasAwait: hasAwait || mod.hasImport, starts: statementStarts(mod.toks), pre: mod.edits };
   } catch {}
   const forms = [];
   const asyncForm = (kind, edits, hoisted, copies, show) => {
@@ -404,18 +535,25 @@ function compile(code, count, source) {
   if (scanned && scanned.hasAwait) {
     try {
       const r = rewrite(scanned.toks, scanned.starts, true);
-      forms.push(asyncForm('async', r.edits, r.hoisted, r.copies, r.show));
+      forms.push(asyncForm('async', [...scanned.pre, ...r.edits], r.hoisted, r.copies, r.show));
     } catch {}
     forms.push(asyncForm('plain async', [], [], [], false));
   }
   if (scanned) {
     try {
       const r = rewrite(scanned.toks, scanned.starts, false);
-      forms.push({ kind: 'script', ...applyEdits(code, r.edits), lineOffset: line0, isAsync: false, show: r.show });
+      forms.push({ kind: 'script', ...applyEdits(code, [...scanned.pre, ...r.edits]), lineOffset: line0, isAsync: false, show: r.show });
     } catch {}
   }
   forms.push({ kind: 'raw', src: code, lines: new Map(), lineOffset: line0, isAsync: false, show: true });
   const errors = {};
+  // A transpiled cell's SyntaxError (syntax node lacks): its `file:line` header at the source line.
+  const mapped = (e) => {
+    const m = map && /^(.*):(\d+)\n/.exec(String(e && e.stack));
+    const at = m && m[1] === filename && mapSource(map, m[2] - line0 - 1, 1);
+    if (at) e.stack = `${filename}:${line0 + at[0]}${String(e.stack).slice(m[0].length - 1)}`;
+    return e;
+  };
   for (const f of forms) {
     try {
       const script = new vm.Script(f.src, {
@@ -423,7 +561,7 @@ function compile(code, count, source) {
         importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
       });
       cells.delete(filename);
-      if (f.isAsync || f.lines.size) cells.set(filename, { line0, lastLine, lines: f.lines });
+      if (f.isAsync || f.lines.size || map) cells.set(filename, { line0, lastLine, lines: f.lines, map });
       if (cells.size > 1000) cells.delete(cells.keys().next().value); // the oldest
       return { script, isAsync: f.isAsync, show: f.show };
     } catch (e) {
@@ -433,8 +571,8 @@ function compile(code, count, source) {
   // For code with `await`, the plain async form tells the real error, unless the error is on the
   // wrapper's closing line (an unfinished cell): the code's own error says that better.
   const plain = errors['plain async'];
-  if (!plain) throw errors.raw;
-  if (!String(plain.stack).startsWith(`${filename}:${lastLine + 1}\n`)) throw plain;
+  if (!plain) throw mapped(errors.raw);
+  if (!String(plain.stack).startsWith(`${filename}:${lastLine + 1}\n`)) throw mapped(plain);
   const e = new SyntaxError('Unexpected end of input');
   e.stack = `${filename}:${lastLine}\n${code.split('\n').pop()}\n\nSyntaxError: ${e.message}`;
   throw e;
@@ -454,9 +592,40 @@ function cleanStack(stack) {
     const c = m && cells.get(m[2]);
     if (c && +m[3] > c.lastLine) continue;
     const edits = c && c.lines.get(m[3] - c.line0 - 1);
-    out.push(edits ? `${m[1]}${m[2]}:${m[3]}:${mapColumn(edits, +m[4])}${m[5]}` : line);
+    let at = [+m[3], edits ? mapColumn(edits, +m[4]) : +m[4]];
+    if (c && c.map) {
+      const ts = mapSource(c.map, at[0] - c.line0 - 1, at[1]);
+      if (ts) at = [c.line0 + ts[0], ts[1]];
+    }
+    out.push(c ? `${m[1]}${m[2]}:${at[0]}:${at[1]}${m[5]}` : line);
   }
   return out;
+}
+
+// Maps a 0-based line and 1-based column of a transpiled cell to its source through the
+// request's sourceMap (per line, flat triples: generated column, source line, source column, all
+// 0-based): the segment at or before the column, or the last one of an earlier line. Returns
+// [line, column], 1-based, or null.
+function mapSource(map, line, col) {
+  for (let l = Math.min(line, map.length - 1); l >= 0; l--) {
+    const seg = map[l];
+    if (!Array.isArray(seg) || seg.length < 3) continue;
+    let k = l === line ? 0 : seg.length - seg.length % 3 - 3;
+    if (l === line) for (let j = 0; j + 2 < seg.length && seg[j] <= col - 1; j += 3) k = j;
+    const within = l === line ? Math.max(0, col - 1 - (seg[k] | 0)) : 0;
+    return [(seg[k + 1] | 0) + 1, (seg[k + 2] | 0) + 1 + within];
+  }
+  return null;
+}
+
+// A cell the daemon could not transpile (the request's syntaxError): a SyntaxError shown as
+// node shows its own, at the cell's line.
+function cellSyntaxError(se, filename, line0) {
+  const message = String(se.message || 'invalid syntax');
+  const e = new SyntaxError(message);
+  const text = String(se.lineText || '');
+  e.stack = `${filename}:${line0 + Math.max(1, se.line | 0)}\n${text}\n${' '.repeat(Math.min(Math.max(0, se.column | 0), text.length))}^\n\nSyntaxError: ${message}`;
+  return e;
 }
 
 const isError = (e) => e instanceof Error || (e && typeof e === 'object' && typeof e.message === 'string' && 'stack' in e);
@@ -523,7 +692,7 @@ function execute(req, interrupted) {
   if (interrupted) return finish(ex, 'interrupted'); // interrupted while it waited to begin
   let c;
   try {
-    c = compile(String(req.code == null ? '' : req.code), req.count | 0, req.source);
+    c = compile(String(req.code == null ? '' : req.code), req.count | 0, req.source, req.sourceMap, req.syntaxError);
   } catch (e) {
     return finish(ex, 'error', e);
   }
@@ -777,18 +946,30 @@ function isComplete({ code = '' }) {
   };
   let e = attempt(code, 0);
   const lines = code.split('\n').length;
+  let body = code;
+  if (e && /import statement|Unexpected token 'export'/.test(e.message)) {
+    // static imports and export, rewritten as a cell runs them
+    try {
+      const { toks } = tokenize(code);
+      const mod = moduleSyntax(toks, statementStarts(toks));
+      body = applyEdits(code, [...mod.edits, ...rewrite(mod.toks, statementStarts(mod.toks), true).edits]).src;
+      e = new SyntaxError('await'); // checked as an async cell below
+    } catch {}
+  }
   if (e && /await|Unexpected reserved word/.test(e.message)) {
-    const e2 = attempt(`(async () => {\n${code}\n})`, -1);
+    const e2 = attempt(`(async () => {\n${body}\n})`, -1);
     // an error on the wrapper's closing line means the cell is not finished
     e = e2 && String(e2.stack).startsWith(`c:${lines + 1}\n`) ? new SyntaxError('Unexpected end of input') : e2;
   }
   if (!e) return { status: 'complete' };
   if (!(e instanceof SyntaxError)) return { status: 'unknown' };
-  if (!/Unexpected end of input|Unterminated/.test(e.message)) return { status: 'invalid' };
   let depth = 0;
   try {
     for (const t of tokenize(code).toks) depth += isOpen(t) ? 1 : isClose(t) ? -1 : 0;
   } catch {}
+  // (an import that the rewrite could not take is unfinished when a bracket is open)
+  const openImport = body === code && /import statement|Unexpected token 'export'/.test(e.message) && depth > 0;
+  if (!openImport && !/Unexpected end of input|Unterminated/.test(e.message)) return { status: 'invalid' };
   return { status: 'incomplete', indent: '  '.repeat(Math.max(depth, 0)) };
 }
 
