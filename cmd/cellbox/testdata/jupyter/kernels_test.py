@@ -206,6 +206,28 @@ class CellboxJavaScript(ProtocolChecks, jkt.KernelTests):
     code_flood = "for (let i = 0; i < 100000; i++) console.log(i)"
 
 
+class CellboxTypeScript(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-typescript"
+    language_name = "typescript"
+    file_extension = ".ts"
+    code_hello_world = "console.log('hello, world' as string)"
+    code_stderr = "console.error('test')"
+    completion_samples = [{"text": "Math.flo", "matches": {"floor"}}]  # members replace the name after the dot
+    complete_code_samples = ["1", "const n: number = 1", "interface A {\n  a: number\n}"]
+    incomplete_code_samples = ["function f(x: number) {", "interface A {"]
+    invalid_code_samples = ["let x: = 1"]
+    code_generate_error = "throw new Error('x' as string)"
+    code_execute_result = [{"code": "1+2+3", "result": "6"}, {"code": "'a' + ('b' as string)", "result": "'ab'"}]
+    code_display_data = [{"code": "display({'text/html': '<b>test</b>'})", "mime": "text/html"}]
+    code_history_pattern = "1?2*"
+    supported_history_operations = ("tail", "search", "range")
+    code_inspect_sample = "Math"
+    code_clear_output = "display.clear()"
+    code_input = "const who: string = await input('name? ')\nconsole.log('got ' + who)"
+    code_sleep = "console.log('started'); await new Promise<void>((r) => setTimeout(r, 60000))"
+    code_flood = "for (let i: number = 0; i < 100000; i++) console.log(i)"
+
+
 class CellboxBash(ProtocolChecks, jkt.KernelTests):
     kernel_name = "cellbox-bash"
     language_name = "bash"
