@@ -109,6 +109,11 @@ INSERT INTO items(name, price, tags) SELECT 'item ' || n, n / 4.0, ARRAY['a;b', 
 	if wantOK(t, res, outs); !strings.Contains(resultText(t, outs), "│ 1500 │") {
 		t.Fatalf("after the interrupt: %+v", outs)
 	}
+	// The server's notices are printed.
+	res, outs = execute(t, c, kid, "DO $$ BEGIN RAISE NOTICE 'hello %', 42; END $$;")
+	if wantOK(t, res, outs); streamText(outs, protocol.StreamStdout) != "NOTICE: hello 42\n" {
+		t.Fatalf("notice: %+v", outs)
+	}
 
 	var vars protocol.KernelVariablesResult
 	c.mustCall(t, protocol.MethodKernelVariables, protocol.KernelIDParams{KernelID: kid}, &vars)

@@ -175,6 +175,9 @@ func (d *driver) execute(req *request) {
 
 // run runs one statement.
 func (d *driver) run(ctx context.Context, req *request, st Statement, last bool) error {
+	if pg, ok := d.be.(*pgBackend); ok {
+		pg.quiet = req.Silent
+	}
 	t, changed, err := d.be.exec(ctx, st.Text)
 	if err != nil {
 		return err

@@ -81,7 +81,7 @@ func (d *driver) connect(ctx context.Context, req *request, args []string) error
 			}
 			return nil
 		}
-		pg, err := openPostgres(ctx)
+		pg, err := openPostgres(ctx, d.w.print)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -29,8 +29,8 @@ import (
 //	  template-VERSION/                   initdb's data directory, made once
 //	  server-PID-N/{data,sock,server.log} one per %connect, removed at its end
 //
-// The template is made by initdb once per sandbox (a lock file serializes
-// kernels of the same workspace) and copied for each server, which is
+// The template is made by initdb once per sandbox (the lock file
+// /tmp/.cellbox-postgres/lock serializes kernels of the workspace) and copied for each server, which is
 // much faster than initdb. A server's directory is locked (flock) by its
 // driver for the server's life, so a later %connect removes the
 // directories of drivers that were killed.
@@ -140,39 +140,32 @@ func startPostgres(ctx context.Context, in *pgInstall) (*pgServer, error) {
 	if err := os.MkdirAll(pgBase, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", pgBase, err)
 	}
-	sweepServers()
 	s := &pgServer{exited: make(chan struct{})}
-	t0 := time.Now()
-	tpl, made, err := pgTemplate(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	if made {
-		s.initdb = time.Since(t0)
-	}
-	// The server's directory, locked for its life.
-	for n := 0; ; n++ {
-		dir := filepath.Join(pgBase, fmt.Sprintf("server-%d-%d", os.Getpid(), n))
-		if err := os.Mkdir(dir, 0o700); err == nil {
-			s.dir = dir
-			break
-		} else if !errors.Is(err, fs.ErrExist) || n > 1000 {
-			return nil, fmt.Errorf("create a server directory: %w", err)
-		}
-	}
 	ok := false
 	defer func() {
 		if !ok {
 			s.stop()
 		}
 	}()
-	lock, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	// Under the sandbox's lock: sweeping dead drivers' servers, the
+	// template, and a new server's directory with its own lock taken, so
+	// that a sweep never finds a directory being made.
+	unlock, err := lockBase(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("lock the server directory: %w", err)
+		return nil, err
 	}
-	s.lock = lock
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("lock the server directory: %w", err)
+	sweepServers()
+	t0 := time.Now()
+	tpl, made, err := pgTemplate(ctx, in)
+	if err == nil {
+		if made {
+			s.initdb = time.Since(t0)
+		}
+		err = s.makeDir()
+	}
+	unlock()
+	if err != nil {
+		return nil, err
 	}
 	t1 := time.Now()
 	data := filepath.Join(s.dir, "data")
@@ -239,6 +232,46 @@ func startPostgres(ctx context.Context, in *pgInstall) (*pgServer, error) {
 	return s, nil
 }
 
+// lockBase takes the lock of pgBase, waiting for another kernel of the
+// sandbox (its initdb) as long as ctx lets it.
+func lockBase(ctx context.Context) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(pgBase, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", pgBase, err)
+	}
+	for unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("wait for another kernel's PostgreSQL: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return func() { f.Close() }, nil
+}
+
+// makeDir makes the server's directory and takes its lock.
+func (s *pgServer) makeDir() error {
+	for n := 0; ; n++ {
+		dir := filepath.Join(pgBase, fmt.Sprintf("server-%d-%d", os.Getpid(), n))
+		if err := os.Mkdir(dir, 0o700); err == nil {
+			s.dir = dir
+			break
+		} else if !errors.Is(err, fs.ErrExist) || n > 1000 {
+			return fmt.Errorf("create a server directory: %w", err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("lock the server directory: %w", err)
+	}
+	s.lock = lock
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("lock the server directory: %w", err)
+	}
+	return nil
+}
+
 // ready says whether postmaster.pid says the server accepts connections
 // (its status line, the 8th, is "ready").
 func (s *pgServer) ready(context.Context) bool {
@@ -293,7 +326,7 @@ func (s *pgServer) stop() {
 }
 
 // sweepServers removes the directories of servers whose driver is gone
-// (killed: its flock is released).
+// (killed: its flock is released). It runs under lockBase.
 func sweepServers() {
 	entries, _ := os.ReadDir(pgBase)
 	for _, e := range entries {
@@ -304,11 +337,7 @@ func sweepServers() {
 		f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				// Being made (its lock comes next) or left half made: only an
-				// old one goes.
-				if st, err := os.Stat(dir); err == nil && time.Since(st.ModTime()) > pgStartTimeout {
-					_ = os.RemoveAll(dir)
-				}
+				_ = os.RemoveAll(dir) // its driver died making it
 			}
 			continue
 		}
@@ -320,25 +349,9 @@ func sweepServers() {
 }
 
 // pgTemplate is the template data directory for in, made by initdb if it
-// is not there yet (made says so).
+// is not there yet (made says so). It runs under lockBase.
 func pgTemplate(ctx context.Context, in *pgInstall) (dir string, made bool, err error) {
 	dir = filepath.Join(pgBase, "template-"+in.version)
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err == nil {
-		return dir, false, nil
-	}
-	lock, err := os.OpenFile(filepath.Join(pgBase, "template.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", false, fmt.Errorf("lock the template: %w", err)
-	}
-	defer lock.Close()
-	// Another kernel of the sandbox may be making it: wait for it.
-	for unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		select {
-		case <-ctx.Done():
-			return "", false, fmt.Errorf("wait for another kernel's initdb: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err == nil {
 		return dir, false, nil
 	}

@@ -25,10 +25,15 @@ type pgBackend struct {
 	ver    string
 	keys   []string // the server's keywords (pg_get_keywords)
 	reconn bool     // the connection was made again: say so once
+	// notice prints the server's notices (RAISE NOTICE, "... skipping")
+	// on stdout, as psql does on stderr; quiet (a silent execution) drops
+	// them.
+	notice func(string)
+	quiet  bool
 }
 
 // openPostgres starts a server and connects to it.
-func openPostgres(ctx context.Context) (*pgBackend, error) {
+func openPostgres(ctx context.Context, notice func(string)) (*pgBackend, error) {
 	in, err := findPostgres(ctx)
 	if err != nil {
 		return nil, err
@@ -37,7 +42,7 @@ func openPostgres(ctx context.Context) (*pgBackend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &pgBackend{in: in, srv: srv, ver: in.version}
+	b := &pgBackend{in: in, srv: srv, ver: in.version, notice: notice}
 	if err := b.connect(ctx); err != nil {
 		srv.stop()
 		return nil, err
@@ -63,6 +68,11 @@ func (b *pgBackend) connect(ctx context.Context) error {
 	cfg.Host, cfg.Port, cfg.User, cfg.Database = b.srv.sock, 5432, pgUser, "postgres"
 	cfg.Password, cfg.TLSConfig, cfg.Fallbacks = "", nil, nil
 	cfg.RuntimeParams = map[string]string{"application_name": "cellbox"}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if b.notice != nil && !b.quiet {
+			b.notice(n.Severity + ": " + clean(n.Message, 2000) + "\n")
+		}
+	}
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: 0, DeadlineDelay: 5 * time.Second}
 	}
