@@ -61,13 +61,23 @@ var pgVersionRE = regexp.MustCompile(`\(PostgreSQL\) ([0-9]+(?:\.[0-9]+)*)`)
 // it, symbolic links resolved) on the PATH, or in
 // /usr/lib/postgresql/*/bin, where Debian's packages put them.
 func findPostgres(ctx context.Context) (*pgInstall, error) {
+	return findPostgresIn(ctx, os.Getenv("PATH"), "/usr/lib/postgresql/*/bin")
+}
+
+// findPostgresIn finds the newest PostgreSQL on path (a PATH list) and in
+// the directories glob matches.
+func findPostgresIn(ctx context.Context, path, glob string) (*pgInstall, error) {
 	var dirs []string
-	if p, err := exec.LookPath("postgres"); err == nil {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(filepath.Join(dir, "postgres")); err == nil {
 			dirs = append(dirs, filepath.Dir(real))
+			break
 		}
 	}
-	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin"); m != nil {
+	if m, _ := filepath.Glob(glob); m != nil {
 		dirs = append(dirs, m...)
 	}
 	var best *pgInstall
