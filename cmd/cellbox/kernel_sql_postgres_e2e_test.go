@@ -40,6 +40,7 @@ func TestKernelSQLPostgres(t *testing.T) {
 	wantOK(t, res, outs)
 	res, outs = execute(t, c, kid, "%connect postgres")
 	wantOK(t, res, outs)
+	t.Logf("%s", streamText(outs, protocol.StreamStdout))
 	if got := streamText(outs, protocol.StreamStdout); !strings.HasPrefix(got, "connected to PostgreSQL ") || !strings.Contains(got, "throwaway") {
 		t.Fatalf("%%connect postgres: %q", got)
 	}
@@ -165,6 +166,7 @@ INSERT INTO items(name, price, tags) SELECT 'item ' || n, n / 4.0, ARRAY['a;b', 
 
 	// A second server (the template is made), then the kernel's end.
 	res, outs = execute(t, c, kid, "%connect postgres\nSELECT count(*) AS n FROM pg_tables WHERE tablename = 'items';")
+	t.Logf("%s", streamText(outs, protocol.StreamStdout))
 	if wantOK(t, res, outs); strings.Contains(streamText(outs, protocol.StreamStdout), "initdb") || !strings.Contains(resultText(t, outs), "│ 0 │") {
 		t.Fatalf("second %%connect postgres: %+v", outs)
 	}
