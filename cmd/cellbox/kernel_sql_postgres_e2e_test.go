@@ -84,6 +84,13 @@ INSERT INTO items(name, price, tags) SELECT 'item ' || n, n / 4.0, ARRAY['a;b', 
 		t.Fatalf("constraint error = %+v", res.Error)
 	}
 
+	// COPY from the client's STDIN is refused at once (the server would
+	// wait for data a cell does not have).
+	res, _ = execute(t, c, kid, "SELECT 1;\nCOPY items(name) FROM STDIN;")
+	if res.Status != protocol.ExecutionStatusError || !strings.Contains(res.Error.Evalue, "COPY ... FROM STDIN") || res.Error.Traceback[0] != "<cell>: line 2" {
+		t.Fatalf("COPY FROM STDIN = %+v", res.Error)
+	}
+
 	// pg_sleep(60) ends at an interrupt; the connection stays.
 	done := make(chan protocol.ExecuteResult, 1)
 	go func() {

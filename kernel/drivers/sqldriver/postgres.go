@@ -126,6 +126,9 @@ func (b *pgBackend) ensure(ctx context.Context) error {
 var pgNumberTypes = map[uint32]bool{20: true, 21: true, 23: true, 26: true, 700: true, 701: true, 1700: true, 790: true}
 
 func (b *pgBackend) exec(ctx context.Context, text string) (*Table, int64, error) {
+	if copyStdio(text) {
+		return nil, -1, errCopyStdio
+	}
 	if err := b.ensure(ctx); err != nil {
 		return nil, -1, err
 	}
@@ -177,6 +180,33 @@ func (b *pgBackend) exec(ctx context.Context, text string) (*Table, int64, error
 		return nil, -1, err
 	}
 	return t, changed, nil
+}
+
+// errCopyStdio refuses COPY ... FROM STDIN and TO STDOUT: their data
+// would be the client's, which a cell does not have (the server would
+// wait for it).
+var errCopyStdio = errors.New("COPY ... FROM STDIN and COPY ... TO STDOUT need psql's side of the copy: copy from or to a file of the sandbox instead (COPY t FROM '/workspace/data.csv' WITH (FORMAT csv)), or SELECT")
+
+// copyStdio says whether a statement is a COPY from STDIN or to STDOUT:
+// its first word COPY, and STDIN or STDOUT a word of it outside strings
+// and comments.
+func copyStdio(text string) bool {
+	first := true
+	for i := 0; i < len(text); {
+		class, end, _ := pgToken(text, i)
+		if class == tkOther && pgIDChar(text[i]) {
+			w := strings.ToUpper(text[i:end])
+			if first && w != "COPY" {
+				return false
+			}
+			if w == "STDIN" || w == "STDOUT" {
+				return true
+			}
+			first = false
+		}
+		i = end
+	}
+	return false
 }
 
 // changesRowsTag says whether a command changed rows: INSERT, UPDATE,

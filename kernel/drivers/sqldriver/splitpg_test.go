@@ -50,3 +50,15 @@ func TestCutMagic(t *testing.T) {
 		t.Errorf("positionLine = %d", got)
 	}
 }
+
+func TestCopyStdio(t *testing.T) {
+	for text, want := range map[string]bool{
+		"COPY t FROM STDIN": true, "copy t (a, b) from stdin with (format csv);": true, "COPY (SELECT 1) TO STDOUT": true,
+		"COPY t FROM '/workspace/stdin.csv'": false, "SELECT 'COPY' AS stdin": false, "-- COPY\nSELECT stdin FROM t": false,
+		"COPY t TO '/tmp/x' -- STDOUT": false,
+	} {
+		if got := copyStdio(text); got != want {
+			t.Errorf("copyStdio(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
