@@ -5,7 +5,9 @@
 # interleaved: cold start to the first result (a kernel in a fresh scratch
 # workspace against starting sqlite3), and the round trip of `SELECT 1` and
 # of a 1,000-row select on a warm kernel against a persistent sqlite3 fed
-# over a pipe (p50/p99). Prints one table of figures and ratios
+# over a pipe (p50/p99); where PostgreSQL is installed, `%connect postgres`
+# (the first, with initdb, and the next, a copy of the template) and `SELECT 1`
+# on it against a persistent psql. Prints tables of figures and ratios
 # (bench/sql/main.go).
 #
 # Environment:

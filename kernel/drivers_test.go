@@ -109,5 +109,5 @@ func TestRealDriversAsUser(t *testing.T) {
 	if sandboxtest.AsTestUser() {
 		t.Skip("already the test user")
 	}
-	sandboxtest.RunAsTestUser(t, "^(TestRealDrivers|TestRealSQLDriver|TestOrderAndTruncation|TestInputAndDeath|TestForged.*)$")
+	sandboxtest.RunAsTestUser(t, "^(TestRealDrivers|TestRealSQLDriver|TestRealPostgresDriver|TestOrderAndTruncation|TestInputAndDeath|TestForged.*)$")
 }

@@ -7,7 +7,10 @@
 // trip of a query on a warm kernel (p50/p99) against a persistent sqlite3
 // process fed the same query over a pipe: `SELECT 1` and a 1,000-row
 // select. Both use a database file of the same content. It prints one
-// table of figures and ratios. bench/sql.sh builds it and runs it.
+// table of figures and ratios. Then, where PostgreSQL is installed, the
+// time of `%connect postgres` (first and next) and the round trip of
+// `SELECT 1` on it against psql (postgres.go). bench/sql.sh builds it and
+// runs it.
 package main
 
 import (
@@ -39,6 +42,7 @@ func main() {
 type options struct {
 	cellbox, sqlite3, label string
 	n, warmup, rtt          int
+	postgres                bool
 }
 
 // The queries of the round trips, for each side: the 1,000-row select
@@ -58,6 +62,7 @@ func run(args []string) error {
 	fs.IntVar(&o.warmup, "warmup", 3, "unmeasured cold starts per side first")
 	fs.IntVar(&o.rtt, "rtt", 500, "measured round trips per query and side")
 	fs.StringVar(&o.label, "label", "", "`text` naming this run in the output")
+	fs.BoolVar(&o.postgres, "postgres", true, "also measure `%connect postgres` and SELECT 1 on it against psql")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -166,6 +171,9 @@ func run(args []string) error {
 	fmt.Println("cellbox: kernel/start in a fresh scratch workspace (sandbox, driver) + kernel/execute, over JSON-RPC;")
 	fmt.Println("sqlite3: the process started and its answer read; round trips: a persistent sqlite3 fed over a pipe, list mode.")
 	fmt.Println("cellbox's 1,000-row select renders text/plain and text/html tables; sqlite3 prints lines.")
+	if o.postgres {
+		return benchPostgres(d, o, base)
+	}
 	return nil
 }
 

@@ -2,7 +2,6 @@ package sqldriver
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,12 +15,21 @@ import (
 // completion and inspect.
 type schema struct {
 	objects []object
+	// pg: the backend is PostgreSQL (its splitter decides isComplete).
+	pg bool
+	// keywords and functions are the backend's, for completion;
+	// namespaces PostgreSQL's schemas.
+	keywords, functions, namespaces []string
 }
 
 // object is a table or view.
 type object struct {
-	name, kind, sql string
-	columns         []column
+	// name is as a statement names it: PostgreSQL's is qualified by its
+	// schema unless the search path finds it; schema is PostgreSQL's and
+	// qualified the quoted schema.name.
+	name, kind, sql   string
+	schema, qualified string
+	columns           []column
 }
 
 type column struct {
@@ -45,49 +53,14 @@ const (
 func (d *driver) refreshSchema() {
 	ctx, cancel := context.WithTimeout(context.Background(), schemaTimeout)
 	defer cancel()
-	s, err := readSchema(ctx, d.conn)
+	s, err := d.be.readSchema(ctx)
 	if err != nil {
 		return // keep what was known: completion is a help, not a verdict
 	}
+	_, s.pg = d.be.(*pgBackend)
 	d.mu.Lock()
 	d.schema = s
 	d.mu.Unlock()
-}
-
-func readSchema(ctx context.Context, conn *sql.Conn) (*schema, error) {
-	rows, err := conn.QueryContext(ctx, `SELECT name, type, coalesce(sql, '') FROM sqlite_schema
-		WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY name LIMIT ?`, maxObjects)
-	if err != nil {
-		return nil, err
-	}
-	s := &schema{}
-	for rows.Next() {
-		var o object
-		if err := rows.Scan(&o.name, &o.kind, &o.sql); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		s.objects = append(s.objects, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for i := range s.objects {
-		o := &s.objects[i]
-		cr, err := conn.QueryContext(ctx, `SELECT name, type, "notnull", pk FROM pragma_table_info(?) LIMIT ?`, o.name, maxColumns)
-		if err != nil {
-			continue // a view over a table dropped since: no columns
-		}
-		for cr.Next() {
-			var c column
-			if cr.Scan(&c.name, &c.typ, &c.notNull, &c.pk) == nil {
-				o.columns = append(o.columns, c)
-			}
-		}
-		cr.Close()
-	}
-	return s, nil
 }
 
 func (d *driver) currentSchema() *schema {
@@ -106,9 +79,17 @@ func (s *schema) find(name string) *object {
 }
 
 // isComplete is kernel/isComplete: sqlite3_complete, as the sqlite3 shell
-// decides whether a line ends the input (a statement needs its semicolon).
-func isComplete(code string) protocol.KernelIsCompleteResult {
-	if Complete(code) {
+// decides whether a line ends the input (a statement needs its semicolon),
+// or for PostgreSQL as psql does. A `%connect` line alone is complete.
+func isComplete(code string, pg bool) protocol.KernelIsCompleteResult {
+	if m, ok := cutMagic(code); ok && strings.TrimSpace(m.rest) == "" {
+		return protocol.KernelIsCompleteResult{Status: protocol.IsCompleteStatusComplete}
+	}
+	complete := Complete
+	if pg {
+		complete = CompletePG
+	}
+	if complete(code) {
 		return protocol.KernelIsCompleteResult{Status: protocol.IsCompleteStatusComplete}
 	}
 	return protocol.KernelIsCompleteResult{Status: protocol.IsCompleteStatusIncomplete}
@@ -168,9 +149,18 @@ func (d *driver) complete(code string, cursor int) protocol.KernelCompleteResult
 				add(c.name)
 			}
 		}
+		// A PostgreSQL schema's tables and views.
+		for _, o := range s.objects {
+			if strings.EqualFold(o.schema, qualifier) {
+				add(o.name[strings.LastIndexByte(o.name, '.')+1:])
+			}
+		}
 	} else {
 		for _, o := range s.objects {
 			add(o.name)
+		}
+		for _, n := range s.namespaces {
+			add(n)
 		}
 		for _, o := range s.objects {
 			for _, c := range o.columns {
@@ -178,13 +168,13 @@ func (d *driver) complete(code string, cursor int) protocol.KernelCompleteResult
 			}
 		}
 		lower := prefix != "" && strings.ToLower(prefix) == prefix
-		for _, k := range keywords {
+		for _, k := range s.keywords {
 			if lower {
 				k = strings.ToLower(k)
 			}
 			add(k)
 		}
-		for _, f := range functions {
+		for _, f := range s.functions {
 			add(f)
 		}
 	}
@@ -237,8 +227,7 @@ func (d *driver) variables() protocol.KernelVariablesResult {
 	for _, o := range s.objects {
 		v := protocol.Variable{Name: o.name, Type: o.kind}
 		ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
-		var n int64
-		err := d.conn.QueryRowContext(ctx, "SELECT count(*) FROM "+quoteIdent(o.name)).Scan(&n)
+		n, err := d.be.count(ctx, &o)
 		cancel()
 		cols := make([]string, 0, len(o.columns))
 		for _, c := range o.columns {

@@ -3,28 +3,24 @@ package sqldriver
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"modernc.org/sqlite"
 )
 
-// driver is the kernel's state: one connection to the database, kept for
-// the kernel's life (a transaction begun in one cell goes on in the next).
+// driver is the kernel's state: the backend its cells run on (SQLite by
+// default, or a throwaway PostgreSQL server after `%connect postgres`).
 type driver struct {
-	db   *sql.DB
-	conn *sql.Conn
-	w    *wire
-	// version is SQLite's.
-	version string
+	be backend
+	// dsn is the SQLite database of the kernel's CELLBOX_SQL_DSN ("" for
+	// DefaultDB): where `%connect sqlite` goes back to.
+	dsn string
+	w   *wire
 
 	mu sync.Mutex
 	// cancel ends the running execution's queries (an interrupt); nil
@@ -40,51 +36,19 @@ type driver struct {
 	schema *schema
 }
 
-// busyTimeout is how long a statement waits for a lock another process
-// holds (another kernel of the workspace on the same database).
-const busyTimeout = 5 * time.Second
-
-// open opens the database dsn names (DefaultDB when empty).
+// open opens the SQLite database dsn names (DefaultDB when empty).
 func open(dsn string, w *wire) (*driver, error) {
-	if dsn == "" {
-		dsn = DefaultDB
-	}
-	// A path (not a file: URI, not :memory:) gets its directory made, so
-	// that the default's .cellbox/ and a DSN's data/ need no step of the
-	// user's.
-	if !strings.HasPrefix(dsn, "file:") && dsn != ":memory:" {
-		path, _, _ := strings.Cut(dsn, "?")
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, fmt.Errorf("create the database's directory: %w", err)
-		}
-	}
-	db, err := sql.Open("sqlite", dsn)
+	be, err := openSQLite(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dsn, err)
+		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open %s: %w", dsn, err)
-	}
-	d := &driver{db: db, conn: conn, w: w, schema: &schema{}}
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds())); err != nil {
-		d.close()
-		return nil, fmt.Errorf("open %s: %w", dsn, err)
-	}
-	if err := conn.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&d.version); err != nil {
-		d.close()
-		return nil, fmt.Errorf("open %s: %w", dsn, err)
-	}
+	d := &driver{be: be, dsn: dsn, w: w, schema: &schema{keywords: keywords, functions: functions}}
 	d.refreshSchema()
 	return d, nil
 }
 
 func (d *driver) close() {
-	d.conn.Close()
-	d.db.Close()
+	d.be.close()
 }
 
 // interrupts cancels the running execution at each SIGINT, or the
@@ -110,7 +74,7 @@ func (d *driver) interrupts(ch <-chan os.Signal, reqs *requestPipe) {
 // driver knows of the schema, even while a query runs.
 func (d *driver) serve(reqs io.Reader) int {
 	var at int64 // bytes of the pipe read as requests
-	d.w.send(&event{Ev: "ready", Version: d.version, Pid: os.Getpid()})
+	d.w.send(&event{Ev: "ready", Version: d.be.version(), Pid: os.Getpid()})
 	work := make(chan *request, 16)
 	go func() {
 		defer close(work)
@@ -133,7 +97,7 @@ func (d *driver) serve(reqs io.Reader) int {
 			case "inspect":
 				d.w.reply(req.ID, d.inspect(req.Code, req.CursorPos, req.DetailLevel), nil)
 			case "isComplete":
-				d.w.reply(req.ID, isComplete(req.Code), nil)
+				d.w.reply(req.ID, isComplete(req.Code, d.currentSchema().pg), nil)
 			case "input", "interrupt":
 				// SQL never reads standard input; interrupts come as SIGINT.
 			default:
@@ -170,8 +134,18 @@ func (d *driver) execute(req *request) {
 		cancel()
 	}
 	d.mu.Unlock()
-	stmts := Split(req.Code)
+	code := req.Code
 	var failed *stmtError
+	if m, ok := cutMagic(code); ok {
+		code = m.rest
+		if err := d.connect(ctx, req, m.args); err != nil {
+			failed = &stmtError{Statement{Text: m.line, Line: m.lineNo}, err}
+		}
+	}
+	var stmts []Statement
+	if failed == nil {
+		stmts = d.be.split(code)
+	}
 	for i, st := range stmts {
 		if err := d.run(ctx, req, st, i == len(stmts)-1); err != nil {
 			failed = &stmtError{st, err}
@@ -201,117 +175,36 @@ func (d *driver) execute(req *request) {
 
 // run runs one statement.
 func (d *driver) run(ctx context.Context, req *request, st Statement, last bool) error {
-	rows, err := d.conn.QueryContext(ctx, st.Text)
+	if pg, ok := d.be.(*pgBackend); ok {
+		pg.quiet = req.Silent
+	}
+	t, changed, err := d.be.exec(ctx, st.Text)
 	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return err
-	}
-	if len(cols) == 0 {
-		for rows.Next() {
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if changesRows(st.Text) && !req.Silent {
-			var n int64
-			if err := d.conn.QueryRowContext(ctx, "SELECT changes()").Scan(&n); err != nil {
-				return err
-			}
-			if n == 1 {
-				d.w.print("1 row changed\n")
-			} else {
-				d.w.print(fmt.Sprintf("%d rows changed\n", n))
-			}
-		}
-		return nil
-	}
-	types := make([]string, len(cols))
-	if cts, err := rows.ColumnTypes(); err == nil {
-		for i, ct := range cts {
-			if i < len(types) {
-				types[i] = ct.DatabaseTypeName()
-			}
-		}
-	}
-	t := &Table{Columns: cols}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if len(t.Rows) >= MaxRows {
-			t.More++
-			continue
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return err
-		}
-		row := make([]Cell, len(cols))
-		for i, v := range vals {
-			row[i] = FormatValue(v, types[i])
-		}
-		t.Rows = append(t.Rows, row)
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if pg, ok := d.be.(*pgBackend); ok && pg.reconn {
+		pg.reconn = false
+		d.w.print("(the connection to the PostgreSQL server was lost and made again: the session's settings and temporary tables are gone)\n")
+	}
 	if req.Silent {
 		return nil
 	}
-	ev := "display"
-	if last {
-		ev = "result"
-	}
-	d.w.send(&event{Ev: ev, ID: req.ID, Data: map[string]any{"text/plain": t.Text(), "text/html": t.HTML()}, Metadata: map[string]any{}})
-	return nil
-}
-
-// changesRows says whether a statement without result columns changes
-// rows (INSERT, UPDATE, DELETE, REPLACE, or one of them after WITH), so
-// that "N rows changed" is said for it and not for CREATE or BEGIN.
-func changesRows(stmt string) bool {
-	switch strings.ToUpper(firstWord(stmt)) {
-	case "INSERT", "UPDATE", "DELETE", "REPLACE", "WITH":
-		return true
-	}
-	return false
-}
-
-// firstWord is the first keyword of a statement, after blanks and
-// comments.
-func firstWord(s string) string {
-	for i := 0; i < len(s); {
-		class, end, _ := token(s, i)
-		if class != tkWS {
-			if isIDChar(s[i]) {
-				return s[i:end]
-			}
-			return ""
+	switch {
+	case t != nil:
+		ev := "display"
+		if last {
+			ev = "result"
 		}
-		i = end
+		d.w.send(&event{Ev: ev, ID: req.ID, Data: map[string]any{"text/plain": t.Text(), "text/html": t.HTML()}, Metadata: map[string]any{}})
+	case changed == 1:
+		d.w.print("1 row changed\n")
+	case changed >= 0:
+		d.w.print(fmt.Sprintf("%d rows changed\n", changed))
 	}
-	return ""
-}
-
-// sqliteCodes names SQLite's primary result codes.
-var sqliteCodes = map[int]string{
-	1: "SQLITE_ERROR", 2: "SQLITE_INTERNAL", 3: "SQLITE_PERM", 4: "SQLITE_ABORT", 5: "SQLITE_BUSY",
-	6: "SQLITE_LOCKED", 7: "SQLITE_NOMEM", 8: "SQLITE_READONLY", 9: "SQLITE_INTERRUPT", 10: "SQLITE_IOERR",
-	11: "SQLITE_CORRUPT", 12: "SQLITE_NOTFOUND", 13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 15: "SQLITE_PROTOCOL",
-	16: "SQLITE_EMPTY", 17: "SQLITE_SCHEMA", 18: "SQLITE_TOOBIG", 19: "SQLITE_CONSTRAINT", 20: "SQLITE_MISMATCH",
-	21: "SQLITE_MISUSE", 22: "SQLITE_NOLFS", 23: "SQLITE_AUTH", 24: "SQLITE_FORMAT", 25: "SQLITE_RANGE",
-	26: "SQLITE_NOTADB",
+	return nil
 }
 
 // describe is the error of a failed statement: its name, its message and
@@ -320,19 +213,27 @@ var sqliteCodes = map[int]string{
 // from the source's line.
 func (d *driver) describe(req *request, f *stmtError, interrupted bool) *execError {
 	e := &execError{Ename: "SQLError", Evalue: f.err.Error()}
-	var se *sqlite.Error
+	pos := 0
+	var extra []string
+	var ue *usageError
 	switch {
 	case interrupted:
 		e.Ename, e.Evalue = "Interrupted", "the query was interrupted"
-	case errors.As(f.err, &se):
-		if name, ok := sqliteCodes[se.Code()&0xff]; ok {
-			e.Ename = name
-		}
-		// "SQL logic error: no such table: t (1)": the code is in ename.
-		msg := strings.TrimSuffix(se.Error(), fmt.Sprintf(" (%d)", se.Code()))
-		e.Evalue = msg
+	case errors.As(f.err, &ue):
+		e.Ename, e.Evalue = ue.ename, ue.msg
+	default:
+		e.Ename, e.Evalue, pos, extra = d.be.errorInfo(f.err)
 	}
 	path, line := "<cell>", f.stmt.Line
+	text := f.stmt.Text
+	if pos > 0 {
+		// The line of the error's position, and that line of the statement.
+		n := positionLine(text, pos)
+		line += n
+		if n > 0 {
+			text = strings.SplitN(text, "\n", n+2)[n]
+		}
+	}
 	if req.Source != nil {
 		if req.Source.Path != "" {
 			path = req.Source.Path
@@ -341,7 +242,7 @@ func (d *driver) describe(req *request, f *stmtError, interrupted bool) *execErr
 			line += req.Source.Line - 1
 		}
 	}
-	first, _, more := strings.Cut(f.stmt.Text, "\n")
+	first, _, more := strings.Cut(text, "\n")
 	if more {
 		first += " …"
 	}
@@ -350,6 +251,7 @@ func (d *driver) describe(req *request, f *stmtError, interrupted bool) *execErr
 		"    " + clean(first, 200),
 		e.Ename + ": " + e.Evalue,
 	}
+	e.Traceback = append(e.Traceback, extra...)
 	return e
 }
 

@@ -5,6 +5,11 @@
 // there and only there, so an ATTACH or a DSN reaches only what the sandbox
 // shows: the workspace, its /tmp, the read-only system directories.
 //
+// A cell's `%connect postgres` (magic.go) moves the kernel to a throwaway
+// PostgreSQL server that the driver starts in the sandbox, listening on a
+// unix socket only (pgserver.go), driven with pgconn (postgres.go);
+// `%connect sqlite` moves it back. The server ends with the driver.
+//
 // It speaks the driver contract (kernel/drivers/README.md): requests are
 // JSON lines on fd 3, events JSON lines on fd 4, and what it prints goes to
 // fd 1, counted. A SIGINT interrupts the running query (sqlite3_interrupt)

@@ -90,7 +90,10 @@ func FuzzSplit(f *testing.F) {
 				}
 			}
 		}
-		_ = isComplete(cell)
+		_ = isComplete(cell, false)
+		_ = isComplete(cell, true)
+		_ = SplitPG(cell)
+		_, _ = cutMagic(cell)
 		_ = firstWord(cell)
 		_, _, _ = wordAt(cell, len(cell)/2)
 	})
