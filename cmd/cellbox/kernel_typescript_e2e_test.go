@@ -11,6 +11,17 @@ import (
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
+// TypeScript takes TestKernelEveryLanguage's steps too (output, state,
+// errors, stdin both ways, interrupts, restart, exit).
+func init() {
+	allLanguages = append(allLanguages, "typescript")
+	snippets["typescript"] = langCode{
+		print: "console.log('héllo 🌍' as string)", slowLoop: "while (true as boolean) {}", sleep: "await new Promise<void>(r => setTimeout(r, 60000))",
+		setVar: "var marker: string = 'kept'", getVar: "console.log(marker)", fail: "(null as any).x", exit3: "process.exit(3)",
+		readLine: "const n: string = await input('name? ')\nconsole.log('got', n)", started: "console.log('started')",
+	}
+}
+
 // TestKernelTypeScript: what a user of the typescript kernel expects:
 // types erased (never checked), results and output, errors whose stack
 // and source mapping point at TypeScript lines, a syntax error as the
