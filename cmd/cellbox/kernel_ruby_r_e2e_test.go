@@ -259,7 +259,7 @@ func TestKernelR(t *testing.T) {
 }
 
 // TestKernelROutput: R's output goes straight to the pipes: 100,000 lines
-// arrive whole and in order, output shows while the cell still runs,
+// arrive whole and in order (in a few large chunks), output shows while the cell still runs,
 // printing in a loop, messages and warnings keep their streams, output
 // written before an error comes before it, and a plot changed by a later
 // expression replaces its display.
@@ -279,6 +279,10 @@ func TestKernelROutput(t *testing.T) {
 	}
 	if got := streamText(outs, protocol.StreamStdout); got != want.String() || res.OutputTruncated {
 		t.Fatalf("flood: %d bytes (want %d), truncated %v", len(got), want.Len(), res.OutputTruncated)
+	}
+	// R writes each line through at once; the manager gathers them.
+	if n := len(ofKind(outs, protocol.OutputKindStream)); n > 1000 {
+		t.Fatalf("flood: %d stream outputs for 100,000 lines", n)
 	}
 
 	// Live: the cell prints, then waits for a file that another kernel of
