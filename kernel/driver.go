@@ -157,9 +157,10 @@ type driverConfig struct {
 	kernelID, lang string // for messages and the log
 	// bashFraming: requests are NUL-terminated fields (drivers/README.md).
 	bashFraming bool
-	// interruptRequest, reopenPipes: see driverSpec.
+	// interruptRequest, reopenPipes, gatherOutput: see driverSpec.
 	interruptRequest bool
 	reopenPipes      bool
+	gatherOutput     time.Duration
 	ws               *workspace.Workspace
 	argv             []string
 	env              []string

@@ -255,6 +255,7 @@ func (d *driver) readLoop() {
 			}
 			continue // events first: look again before reading output
 		}
+		gotOutput := false
 		for i, p := range []*pipe{d.out, d.err} {
 			if !open[i+1] || pfds[i+1].Revents == 0 {
 				continue
@@ -270,10 +271,16 @@ func (d *driver) readLoop() {
 			if n > 0 {
 				p.read += int64(n)
 				d.stream(p, buf[:n])
+				gotOutput = true
 			} else if rerr != unix.EAGAIN && rerr != unix.EINTR {
 				open[i+1] = false
 				d.flushText(p)
 			}
+		}
+		if gotOutput && d.cfg.gatherOutput > 0 && open[0] {
+			// Let output gather, but not an event wait (drivers.go).
+			gather := []unix.PollFd{{Fd: int32(fds[0]), Events: unix.POLLIN}, {Fd: int32(d.wakeFd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(gather, int(d.cfg.gatherOutput.Milliseconds()))
 		}
 	}
 }

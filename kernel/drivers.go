@@ -2,6 +2,7 @@ package kernel
 
 import (
 	_ "embed"
+	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 )
@@ -47,8 +48,14 @@ type driverSpec struct {
 	// may ptrace the driver can reach it there, and such a process holds
 	// the driver's descriptors anyway.
 	reopenPipes bool
-	mimetype    string
-	extension   string
+	// gatherOutput: after reading a driver's output, the manager waits
+	// this long (reading an event at once) before it reads output again,
+	// so a language that writes every piece through at once (R: each
+	// element of cat) reaches the client in chunks of that period, not a
+	// notification per write.
+	gatherOutput time.Duration
+	mimetype     string
+	extension    string
 	// transform, when set, rewrites each execute request in the daemon
 	// before the driver gets it (typescript: transpiles the code).
 	transform func(*request)
@@ -93,8 +100,9 @@ var drivers = map[string]driverSpec{
 	"r": {
 		argv: []string{"Rscript", "-e",
 			"eval(parse(text = commandArgs(TRUE)[[1L]], keep.source = FALSE), new.env(parent = baseenv()))", driverR},
-		reopenPipes: true,
-		mimetype:    "text/x-r-source",
-		extension:   ".r",
+		reopenPipes:  true,
+		gatherOutput: 20 * time.Millisecond,
+		mimetype:     "text/x-r-source",
+		extension:    ".r",
 	},
 }

@@ -252,8 +252,8 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 	}
 	return startDriver(ctx, driverConfig{
 		kernelID: k.id, lang: k.lang, bashFraming: spec.bashFraming, interruptRequest: spec.interruptRequest,
-		reopenPipes: spec.reopenPipes,
-		ws:          k.ws, argv: argv, env: env, dir: k.dir, limits: k.limits, network: k.network, readOnly: k.interp.binds,
+		reopenPipes: spec.reopenPipes, gatherOutput: spec.gatherOutput,
+		ws: k.ws, argv: argv, env: env, dir: k.dir, limits: k.limits, network: k.network, readOnly: k.interp.binds,
 		startTimeout: k.m.opts.StartTimeout, log: k.m.log,
 		out: k.out, prompt: k, stop: k.closed,
 	})

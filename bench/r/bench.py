@@ -2,7 +2,8 @@
 
 r: cellbox (`cellbox serve --stdio`, JSON-RPC) against IRkernel (the kernelspec `ir`, driven by
 jupyter_client), interleaved: cold start to the first result of `1+1`, and the `1+1` round trip
-(p50/p99), with the ratio cellbox/IRkernel. ruby: cellbox's start and round trip next to a bare
+(p50/p99), with the ratio cellbox/IRkernel; a 100,000-line print (`FLOOD`) in a running cellbox r
+kernel against `Rscript -e` printing it to a pipe (its start included). ruby: cellbox's start and round trip next to a bare
 `ruby -e 'p 1+1'` (there is no Jupyter kernel for Ruby here).
 """
 import argparse
@@ -11,6 +12,9 @@ import os
 import statistics
 import subprocess
 import time
+
+
+FLOOD = "cat(paste0(0:99999, '\\n'), sep = '')"
 
 
 class Daemon:
@@ -91,6 +95,7 @@ def main():
     ap.add_argument("--cellbox", required=True)
     ap.add_argument("-n", type=int, default=5)
     ap.add_argument("--rtt", type=int, default=200)
+    ap.add_argument("--flood", type=int, default=3, help="100,000-line prints per side")
     a = ap.parse_args()
     d = Daemon(a.cellbox)
     cb_start, ir_start, rb_start, bare_rb = [], [], [], []
@@ -115,12 +120,26 @@ def main():
         t = time.perf_counter()
         subprocess.run(["ruby", "-e", "p 1+1"], stdout=subprocess.DEVNULL, check=True)
         bare_rb.append(time.perf_counter() - t)
+    cb_flood, rs_flood = [], []
+    kid = d.call("kernel/start", {"language": "r"})["kernelId"]
+    for _ in range(a.flood):
+        t = time.perf_counter()
+        d.call("kernel/execute", {"kernelId": kid, "code": FLOOD})
+        cb_flood.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        out = subprocess.run(["Rscript", "-e", FLOOD], stdout=subprocess.PIPE, check=True).stdout
+        rs_flood.append(time.perf_counter() - t)
+        if len(out) != 588890:
+            raise RuntimeError(f"Rscript printed {len(out)} bytes")
+    d.call("kernel/shutdown", {"kernelId": kid})
     d.close()
     med = statistics.median
     print(f"{'':34}{'cellbox':>12}{'peer':>12}{'ratio':>8}")
     print(f"{'r: start to first result (median)':34}{ms(med(cb_start))}{ms(med(ir_start))}  {med(cb_start) / med(ir_start):5.2f}x  (peer: IRkernel)")
     print(f"{'r: 1+1 round trip p50':34}{ms(pct(cb_rtt, .5))}{ms(pct(ir_rtt, .5))}  {pct(cb_rtt, .5) / pct(ir_rtt, .5):5.2f}x")
     print(f"{'r: 1+1 round trip p99':34}{ms(pct(cb_rtt, .99))}{ms(pct(ir_rtt, .99))}  {pct(cb_rtt, .99) / pct(ir_rtt, .99):5.2f}x")
+    if cb_flood:
+        print(f"{'r: 100,000-line print (median)':34}{ms(med(cb_flood))}{ms(med(rs_flood))}  {med(cb_flood) / med(rs_flood):5.2f}x  (peer: Rscript -e, its start included)")
     print(f"{'ruby: start to first result':34}{ms(med(rb_start))}{ms(med(bare_rb))}  {med(rb_start) / med(bare_rb):5.2f}x  (peer: bare ruby -e 'p 1+1')")
     print(f"{'ruby: 1+1 round trip p50':34}{ms(pct(rb_rtt, .5))}")
     print(f"{'ruby: 1+1 round trip p99':34}{ms(pct(rb_rtt, .99))}")

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -254,5 +255,109 @@ func TestKernelR(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("variables = %+v", vars)
+	}
+}
+
+// TestKernelROutput: R's output goes straight to the pipes: 100,000 lines
+// arrive whole and in order (in a few large chunks), output shows while the cell still runs,
+// printing in a loop, messages and warnings keep their streams, output
+// written before an error comes before it, and a plot changed by a later
+// expression replaces its display.
+func TestKernelROutput(t *testing.T) {
+	p := startStdio(t)
+	c := p.client()
+	c.initialize(t)
+	var ws protocol.WorkspaceInfo
+	c.mustCall(t, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{Root: t.TempDir()}, &ws)
+	kid := startKernel(t, c, protocol.KernelStartParams{Language: "r", WorkspaceID: ws.WorkspaceID}).KernelID
+
+	res, outs := execute(t, c, kid, "cat(paste0(0:99999, '\\n'), sep = '')")
+	wantOK(t, res, outs)
+	var want strings.Builder
+	for i := range 100000 {
+		want.WriteString(strconv.Itoa(i) + "\n")
+	}
+	if got := streamText(outs, protocol.StreamStdout); got != want.String() || res.OutputTruncated {
+		t.Fatalf("flood: %d bytes (want %d), truncated %v", len(got), want.Len(), res.OutputTruncated)
+	}
+	// R writes each line through at once; the manager gathers them.
+	if n := len(ofKind(outs, protocol.OutputKindStream)); n > 1000 {
+		t.Fatalf("flood: %d stream outputs for 100,000 lines", n)
+	}
+
+	// Live: the cell prints, then waits for a file that another kernel of
+	// the workspace makes once the print has arrived.
+	sh := startKernel(t, c, protocol.KernelStartParams{Language: "bash", WorkspaceID: ws.WorkspaceID}).KernelID
+	done := make(chan protocol.ExecuteResult, 1)
+	go func() {
+		res, _, err := tryRun(t, c, kid, "cat('first\\n')\nwhile (!file.exists('go-on')) Sys.sleep(0.01)\ncat('second\\n')", withID("r-live"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitOutput(t, c, "r-live", "first\n")
+	if strings.Contains(streamText(kernelOutputs(t, c, "r-live"), protocol.StreamStdout), "second") {
+		t.Fatal("second printed before the file was made")
+	}
+	res, outs = execute(t, c, sh, "touch go-on")
+	wantOK(t, res, outs)
+	if res = <-done; res.Status != protocol.ExecutionStatusOK {
+		t.Fatalf("live cell: %+v", res)
+	}
+	// The same within one top-level expression.
+	go func() {
+		res, _, err := tryRun(t, c, kid, "local({\n  cat('one\\n')\n  while (!file.exists('go-on-2')) Sys.sleep(0.01)\n  cat('two\\n')\n})", withID("r-live-2"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitOutput(t, c, "r-live-2", "one\n")
+	res, outs = execute(t, c, sh, "touch go-on-2")
+	wantOK(t, res, outs)
+	if res = <-done; res.Status != protocol.ExecutionStatusOK || streamText(kernelOutputs(t, c, "r-live-2"), protocol.StreamStdout) != "one\ntwo\n" {
+		t.Fatalf("live expression: %+v %+v", res, kernelOutputs(t, c, "r-live-2"))
+	}
+
+	res, outs = execute(t, c, kid, "for (i in 1:3) print(i)\n'last'")
+	wantOK(t, res, outs)
+	if got := streamText(outs, protocol.StreamStdout); got != "[1] 1\n[1] 2\n[1] 3\n" || resultText(t, outs) != `[1] "last"` || outs[len(outs)-1].Kind != protocol.OutputKindResult {
+		t.Fatalf("print in a loop: %+v", outs)
+	}
+
+	// Messages and warnings on stderr, the warning deferred to the end of
+	// its top-level expression as Rscript prints it; with warn = 1 at once.
+	res, outs = execute(t, c, kid, "f <- function() { cat('a\\n'); message('m'); warning('w'); cat('b\\n') }\nf()\ncat('c\\n')")
+	wantOK(t, res, outs)
+	if streamText(outs, protocol.StreamStdout) != "a\nb\nc\n" || streamText(outs, protocol.StreamStderr) != "m\nWarning message:\nIn f() : w\n" {
+		t.Fatalf("message and warning: %+v", outs)
+	}
+	res, outs = execute(t, c, kid, "options(warn = 1)\nf()\nwarning('top')\noptions(warn = 0)\nfor (i in 1:2) warning(i)")
+	wantOK(t, res, outs)
+	if got := streamText(outs, protocol.StreamStderr); got != "m\nWarning in f() : w\nWarning: top\nWarning messages:\n1: 1\n2: 2\n" {
+		t.Fatalf("warnings: %q", got)
+	}
+
+	// Output before an error comes before it, and the error ends the cell.
+	res, outs = execute(t, c, kid, "cat('partial')\nstop('broke')\ncat('never')")
+	if res.Status != protocol.ExecutionStatusError || res.Error.Evalue != "broke" || len(outs) != 2 ||
+		outs[0].Text != "partial" || outs[1].Kind != protocol.OutputKindError || outs[1].Error.Traceback[0] != "Error: broke" {
+		t.Fatalf("output then error: %+v %+v", res, outs)
+	}
+
+	// A plot, then a line on it: the display is updated. A new page is a
+	// new display, also within one expression.
+	res, outs = execute(t, c, kid, "plot(1:10)\nabline(h = 5)\nfor (i in 1:2) plot(i)")
+	wantOK(t, res, outs)
+	ds := ofKind(outs, protocol.OutputKindDisplay)
+	if len(ds) != 4 || ds[0].DisplayID == "" || ds[1].DisplayID != ds[0].DisplayID || ds[0].Update || !ds[1].Update ||
+		ds[2].DisplayID == ds[0].DisplayID || ds[3].DisplayID == ds[2].DisplayID || ds[2].Update || ds[3].Update {
+		t.Fatalf("plot displays: %d, want 4 (the second an update of the first)", len(ds))
+	}
+	for _, d := range ds {
+		if png, _ := base64.StdEncoding.DecodeString(d.Data["image/png"].(string)); len(png) < 1000 || string(png[1:4]) != "PNG" {
+			t.Fatalf("not a png: %+v", d)
+		}
 	}
 }

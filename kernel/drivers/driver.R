@@ -5,11 +5,15 @@
 # The contract with the manager is kernel/drivers/README.md: requests are JSON lines on fd 3, events
 # JSON lines on fd 4, fds 1 and 2 are the user code's stdout and stderr, fd 0 is /dev/null.
 #
-# R has one thread: the driver reads a request, runs it, answers, reads the next. Cells run with
-# `evaluate` as IRkernel runs them: each top-level expression's output, messages, warnings and plots
-# come as it ends (not live within one expression), values through `repr`. complete, inspect,
-# isComplete and variables that arrive while a cell runs are answered after it (or while it waits
-# for input). SIGINT raises R's interrupt condition in the running code.
+# R has one thread: the driver reads a request, runs it, answers, reads the next. A cell is parsed
+# whole (with its source references, so errors and functions know their file and lines) and its
+# top-level expressions run in turn, as R's own loop runs a script: R's stdout and stderr are not
+# diverted, so cat, print, message and C code write to fds 1 and 2 as they go (R flushes each
+# write). After each expression the driver shows its visible value through `repr` (a display; the
+# last expression's value is the result) and the plot, if the graphics device has a new or changed
+# one; warnings are printed as Rscript prints them. complete, inspect, isComplete and variables
+# that arrive while a cell runs are answered after it (or while it waits for input). SIGINT raises
+# R's interrupt condition in the running code.
 #
 # R has no dup(2) nor close-on-exec: the driver reopens fds 3 and 4 through /proc/self/fd and closes
 # 3 and 4 (parallel's closeFD); the reopened ones stay inheritable by programs the code starts.
@@ -18,23 +22,31 @@
 
 REQ <- file("/proc/self/fd/3", open = "r", encoding = "UTF-8", raw = TRUE)
 EVT <- file("/proc/self/fd/4", open = "w", encoding = "UTF-8", raw = TRUE)
-OUT <- file("/proc/self/fd/1", open = "w", encoding = "UTF-8", raw = TRUE)
-ERR <- file("/proc/self/fd/2", open = "w", encoding = "UTF-8", raw = TRUE)
 parallel:::closeFD(3:4)
 st <- new.env(parent = emptyenv())
 st$exec_id <- NULL
 st$fed <- character(0) # lines of the request's stdin, not read yet
 st$allow <- FALSE
-st$pending <- NULL # the last visible value, shown as the result if nothing follows it
 st$silent_runs <- 0L
 st$trace <- NULL # the calls of the last error, as it was raised
 st$files <- character(0) # file names of code run (cells and `source` paths)
 st$queued <- list() # requests read while waiting for input, for after the execution
+st$warnings <- list() # deferred warnings of the running top-level expression
+st$devs <- integer(0) # graphics devices the driver opened (the cell's plots)
+st$plot <- NULL # the last plot shown, and its display id
+st$plot_id <- NULL
+st$plots <- 0L
 DRIVER <- environment()
 
 json <- function(x) jsonlite::toJSON(x, auto_unbox = TRUE, null = "null", na = "null", digits = NA, force = TRUE)
 
+# Every event comes after the output written before it: R writes each piece of output through at
+# once, and the flushes cover a connection the code left buffered.
 emit <- function(ev) {
+  tryCatch({
+    flush(stdout())
+    flush(stderr())
+  }, error = function(e) NULL)
   line <- paste0(json(ev), "\n")
   tryCatch({
     writeLines(line, EVT, sep = "")
@@ -42,13 +54,9 @@ emit <- function(ev) {
   }, error = function(e) quit(save = "no", status = 0))
 }
 
-out_write <- function(text, con = OUT) {
-  if (length(text) == 0L || !nzchar(paste(text, collapse = ""))) return(invisible())
-  flush_pending()
-  tryCatch({
-    writeLines(enc2utf8(paste(text, collapse = "")), con, sep = "")
-    flush(con)
-  }, error = function(e) NULL)
+say <- function(text, con = stdout()) {
+  if (!nzchar(text)) return(invisible())
+  tryCatch(cat(text, file = con, sep = ""), error = function(e) NULL)
 }
 
 named <- function() structure(list(), names = character(0))
@@ -77,41 +85,151 @@ bundle <- function(value) {
   data
 }
 
-flush_pending <- function() {
-  p <- st$pending
-  if (is.null(p)) return(invisible())
-  st$pending <- NULL
-  emit(list(ev = "display", id = st$exec_id, data = p, metadata = named()))
-}
-
-on_value <- function(value) {
-  flush_pending()
-  st$pending <- tryCatch(bundle(value), error = function(e) {
-    out_write(paste0("printing the value failed: ", conditionMessage(e), "\n"), ERR)
+# A visible value: a display, or the result when it is the cell's last expression's.
+show_value <- function(value, last) {
+  data <- tryCatch(suppressWarnings(bundle(value)), error = function(e) {
+    say(paste0("printing the value failed: ", conditionMessage(e), "\n"), stderr())
     NULL
   })
+  if (is.null(data)) return(invisible())
+  if (last) {
+    st$result <- data
+  } else {
+    emit(list(ev = "display", id = st$exec_id, data = data, metadata = named()))
+  }
   invisible()
 }
 
-on_plot <- function(plot) {
-  flush_pending()
-  png <- tryCatch(repr::repr_png(plot), error = function(e) NULL)
-  if (is.null(png)) return(invisible())
-  emit(list(ev = "display", id = st$exec_id,
-            data = list(`image/png` = gsub("\n", "", jsonlite::base64_enc(png), fixed = TRUE), `text/plain` = "plot without title"),
-            metadata = named()))
+# ---------------------------------------------------------------------------------------------
+# Plots: each cell draws on pdf(NULL) devices of its own that keep a display list (what
+# options(device) opens). After each top-level expression, and before a new page replaces one,
+# a new or changed plot is shown as image/png; a plot that only adds to the last one shown (a line
+# on it) replaces that display.
+
+open_device <- function(...) {
+  grDevices::pdf(file = NULL, ...)
+  grDevices::dev.control(displaylist = "enable")
+  st$devs <- c(st$devs, grDevices::dev.cur())
   invisible()
 }
+
+close_devices <- function() {
+  for (d in st$devs) if (d %in% grDevices::dev.list()) tryCatch(grDevices::dev.off(d), error = function(e) NULL)
+  st$devs <- integer(0)
+}
+
+# The graphics calls of a recorded plot, as evaluate names them.
+plot_calls <- function(plot) {
+  unlist(lapply(plot[[1L]], function(x) {
+    f <- x[[2L]][[1L]]
+    if (!is.null(f[["name"]])) f[["name"]] else paste(deparse(f), collapse = "")
+  }))
+}
+
+EMPTY_CALLS <- c("palette", "palette2", "C_layout", "C_par", "C_clip", "C_strWidth", "C_strHeight", "C_plot_window")
+
+# Whether `new` is `old` and more calls.
+builds_upon <- function(old, new) {
+  if (is.null(old)) return(FALSE)
+  o <- as.list(old[[1L]])
+  n <- as.list(new[[1L]])
+  length(n) >= length(o) && identical(o, n[seq_along(o)])
+}
+
+# Shows the device's plot if it is new or changed; `incomplete` also a page not filled yet. Before
+# a new page (`new_page`), the plot shown is forgotten: what comes is a new display even if it
+# draws the same.
+show_plot <- function(incomplete = FALSE, new_page = FALSE) {
+  tryCatch(suppressWarnings({
+    show_plot1(incomplete)
+    if (new_page && grDevices::dev.cur() %in% st$devs && graphics::par("page")) st$plot <- NULL
+  }), error = function(e) NULL)
+  invisible()
+}
+
+show_plot1 <- function(incomplete) {
+  d <- grDevices::dev.cur()
+  if (is.null(st$exec_id) || !(d %in% st$devs)) return(invisible())
+  if (!incomplete && !graphics::par("page")) return(invisible())
+  plot <- grDevices::recordPlot()
+  calls <- plot_calls(plot)
+  if (length(calls) == 0L || all(calls %in% EMPTY_CALLS)) return(invisible())
+  last <- st$plot
+  if (identical(last[[1L]], plot[[1L]])) return(invisible())
+  update <- builds_upon(last, plot)
+  if (update && all(calls[-seq_along(last[[1L]])] %in% EMPTY_CALLS)) return(invisible())
+  png <- tryCatch(repr::repr_png(plot), error = function(e) NULL)
+  if (d %in% grDevices::dev.list()) grDevices::dev.set(d)
+  if (is.null(png)) return(invisible())
+  if (!update) {
+    st$plots <- st$plots + 1L
+    st$plot_id <- sprintf("cellbox-r-plot-%s-%d", Sys.getpid(), st$plots)
+  }
+  st$plot <- plot
+  ev <- list(ev = "display", id = st$exec_id,
+             data = list(`image/png` = gsub("\n", "", jsonlite::base64_enc(png), fixed = TRUE), `text/plain` = "plot without title"),
+             metadata = named(), displayId = st$plot_id)
+  if (update) ev$update <- TRUE
+  emit(ev)
+  invisible()
+}
+
+# ---------------------------------------------------------------------------------------------
+# Warnings and errors, as Rscript prints them
 
 call_text <- function(call) paste(deparse(call, nlines = 1L, width.cutoff = 80L), collapse = "")
 
-on_message <- function(m) out_write(conditionMessage(m), ERR)
+# The call R names for a condition of the code: none at the top level (the driver's eval).
+TOP <- quote(eval(expr, globalenv()))
+user_call <- function(call) if (is.null(call) || identical(call, TOP)) NULL else call
 
+first_line <- function(msg) strsplit(msg, "\n", fixed = TRUE)[[1L]][1L]
+
+# warn 1 prints a warning as it comes, 0 after the top-level expression, a negative warn drops
+# it; 2 lets R turn it into an error.
 on_warning <- function(w) {
-  call <- conditionCall(w)
-  top <- is.null(call) || (is.call(call) && identical(call[[1L]], quote(eval)))
-  where <- if (top) "" else paste0("In ", call_text(call), " : ")
-  out_write(paste0("Warning message:\n", where, conditionMessage(w), "\n"), ERR)
+  warn <- getOption("warn", 0)
+  if (!is.numeric(warn) || length(warn) != 1L || is.na(warn) || warn >= 2) return()
+  if (warn >= 1) {
+    call <- user_call(conditionCall(w))
+    msg <- conditionMessage(w)
+    if (is.null(call)) {
+      say(paste0("Warning: ", msg, "\n"), stderr())
+    } else {
+      dcall <- call_text(call)
+      long <- nchar(dcall, "w") + nchar(first_line(msg), "w") + 18L > 75L
+      say(paste0("Warning in ", dcall, " :", if (long) "\n " else "", " ", msg, "\n"), stderr())
+    }
+  } else if (warn >= 0 && length(st$warnings) < 50L) {
+    st$warnings[[length(st$warnings) + 1L]] <- w
+  }
+  invokeRestart("muffleWarning")
+}
+
+print_warnings <- function() {
+  ws <- st$warnings
+  st$warnings <- list()
+  n <- length(ws)
+  if (n == 0L) return(invisible())
+  if (n > 10L) {
+    say(if (n >= 50L) "There were 50 or more warnings (use warnings() to see the first 50)\n"
+        else sprintf("There were %d warnings (use warnings() to see them)\n", n), stderr())
+    return(invisible())
+  }
+  text <- if (n == 1L) "Warning message:\n" else "Warning messages:\n"
+  for (i in seq_len(n)) {
+    call <- user_call(conditionCall(ws[[i]]))
+    msg <- conditionMessage(ws[[i]])
+    num <- if (n == 1L) "" else paste0(i, ": ")
+    if (is.null(call)) {
+      text <- paste0(text, num, msg, "\n")
+    } else {
+      dcall <- call_text(call)
+      long <- nchar(dcall, "w") + nchar(first_line(msg), "w") + (if (n == 1L) 6L else 10L) > 75L
+      text <- paste0(text, num, "In ", dcall, " :", if (long) "\n " else "", " ", msg, "\n")
+    }
+  }
+  say(text, stderr())
 }
 
 # The user's frames of the error's calls: those whose srcref is in code the driver ran.
@@ -127,20 +245,9 @@ user_frames <- function(calls) {
   lines
 }
 
-# evaluate gives each line or top-level expression of the code in turn: this keeps their lines.
-on_source <- function(src) {
-  text <- paste(src$src, collapse = "")
-  st$cur_line <- st$next_line
-  st$cur_src <- text
-  st$next_line <- st$next_line + lengths(regmatches(text, gregexpr("\n", text, fixed = TRUE)))
-  invisible()
-}
-
-on_error <- function(e) {
-  flush_pending()
-  call <- conditionCall(e)
+on_error <- function(e, parse_error = FALSE) {
+  call <- user_call(conditionCall(e))
   msg <- conditionMessage(e)
-  parse_error <- is.call(call) && identical(call[[1L]], quote(parse))
   head <- if (is.null(call) || parse_error) paste0("Error: ", msg) else paste0("Error in ", call_text(call), " : ", msg)
   trace <- character(0)
   if (!parse_error && !is.null(st$trace)) {
@@ -155,11 +262,6 @@ capture_calls <- function(e) {
   st$trace <- sys.calls()
 }
 
-handler <- evaluate::new_output_handler(
-  source = on_source, text = function(o) out_write(o),
-  graphics = on_plot, message = on_message, warning = on_warning, error = on_error, value = on_value,
-  calling_handlers = list(error = capture_calls))
-
 # ---------------------------------------------------------------------------------------------
 # Standard input: the request's `stdin`, then `input` events (allowStdin), then end of file.
 
@@ -167,15 +269,13 @@ read_line <- function(prompt = "") {
   if (length(st$fed) > 0L) {
     line <- st$fed[[1L]]
     st$fed <- st$fed[-1L]
-    out_write(paste0(prompt, line, "\n"))
+    say(paste0(prompt, line, "\n"))
     return(line)
   }
   if (!st$allow) {
-    out_write(if (nzchar(prompt)) paste0(prompt, "\n") else "")
+    say(if (nzchar(prompt)) paste0(prompt, "\n") else "")
     return(NULL)
   }
-  tryCatch(evaluate::flush_console(), error = function(e) NULL)
-  flush_pending()
   emit(list(ev = "input", id = st$exec_id, prompt = enc2utf8(prompt), password = FALSE))
   # A SIGINT comes as R's interrupt once the read returns (an answer came): it then ends the cell.
   interrupted <- FALSE
@@ -190,7 +290,7 @@ read_line <- function(prompt = "") {
       if (!identical(req$id, st$exec_id)) next
       if (isTRUE(req$eof)) return(NULL)
       value <- if (is.null(req$value)) "" else req$value
-      out_write(paste0(prompt, value, "\n"))
+      say(paste0(prompt, value, "\n"))
       return(value)
     }
     if (req$op %in% names(QUERIES)) answer(req) else st$queued[[length(st$queued) + 1L]] <- req
@@ -255,6 +355,43 @@ peak_memory <- function() {
   as.numeric(strsplit(trimws(sub("^VmHWM:", "", l[[1L]])), " +")[[1L]][[1L]]) * 1024
 }
 
+# Runs the cell's top-level expressions in turn; an error or an interrupt ends the cell.
+run_cell <- function(text, file, silent, no_result) {
+  exprs <- tryCatch(parse(text = text, srcfile = srcfilecopy(file, strsplit(text, "\n", fixed = TRUE)[[1L]]),
+                          keep.source = TRUE),
+                    error = function(e) {
+                      on_error(e, parse_error = TRUE)
+                      NULL
+                    })
+  if (is.null(exprs)) return("error")
+  refs <- attr(exprs, "srcref")
+  n <- length(exprs)
+  for (i in seq_len(n)) {
+    expr <- exprs[[i]]
+    ref <- refs[[i]]
+    st$cur_line <- ref[[1L]]
+    st$cur_src <- paste(as.character(ref), collapse = "\n")
+    st$trace <- NULL
+    res <- tryCatch(withCallingHandlers(withVisible(eval(expr, globalenv())),
+                                        warning = on_warning, error = capture_calls),
+                    error = function(e) {
+                      on_error(e)
+                      NULL
+                    })
+    if (is.null(res)) {
+      show_plot(incomplete = TRUE)
+      print_warnings()
+      return("error")
+    }
+    show_plot()
+    # The last expression's value is the result, but for a silent run or a cell ending in ';'.
+    if (res$visible && (i < n || !(silent || no_result))) show_value(res$value, last = i == n)
+    print_warnings()
+  }
+  show_plot(incomplete = TRUE)
+  "ok"
+}
+
 execute <- function(req) {
   st$exec_id <- req$id
   st$fed <- character(0)
@@ -262,46 +399,42 @@ execute <- function(req) {
     st$fed <- strsplit(req$stdin, "\n", fixed = TRUE)[[1L]]
   }
   st$allow <- isTRUE(req$allowStdin)
-  st$pending <- NULL
+  st$result <- NULL
   st$error <- NULL
   st$trace <- NULL
+  st$warnings <- list()
+  st$plot <- NULL
   silent <- isTRUE(req$silent)
   code <- if (is.character(req$code)) req$code else ""
   where <- cell_file(req)
   st$files <- unique(c(st$files, where[[1L]]))
   text <- paste0(strrep("\n", where[[2L]] - 1L), code) # line numbers as in the editor's file
   st$cur_file <- where[[1L]]
-  st$next_line <- 1L
   st$cur_line <- 1L
   st$cur_src <- ""
   cpu <- cpu_seconds()
   status <- if (isTRUE(st$early_interrupt)) "interrupted" else tryCatch({
-    evaluate::evaluate(text, envir = globalenv(), stop_on_error = 1L, output_handler = handler,
-                       filename = where[[1L]], new_device = TRUE)
-    "ok"
-  }, interrupt = function(i) "interrupted", error = function(e) {
-    on_error(e)
-    "error"
-  })
+    open_device()
+    run_cell(text, where[[1L]], silent, grepl(";[[:space:]]*$", code))
+  }, interrupt = function(i) "interrupted", finally = close_devices())
+  st$warnings <- list()
   if (status == "interrupted") {
-    st$pending <- NULL
+    st$result <- NULL
     st$error <- list(ename = "interrupt", evalue = "", traceback = I("Interrupted"))
     emit(list(ev = "error", id = st$exec_id, ename = "interrupt", evalue = "", traceback = I("Interrupted")))
   } else if (!is.null(st$error)) {
     status <- "error"
-    st$pending <- NULL
+    st$result <- NULL
     emit(c(list(ev = "error", id = st$exec_id), st$error))
-  } else if (!is.null(st$pending)) {
-    p <- st$pending
-    st$pending <- NULL
-    if (!silent && !grepl(";[[:space:]]*$", code)) {
-      emit(list(ev = "result", id = st$exec_id, data = p, metadata = named()))
-    }
+  } else if (!is.null(st$result)) {
+    emit(list(ev = "result", id = st$exec_id, data = st$result, metadata = named()))
+    st$result <- NULL
   }
   done <- list(ev = "done", id = st$exec_id, status = status,
                cpuMs = round((cpu_seconds() - cpu) * 1000, 3), peakMemoryBytes = peak_memory())
   if (status != "ok") done$error <- st$error
   st$done_id <- req$id
+  st$exec_id <- NULL
   emit(done)
 }
 
@@ -443,9 +576,9 @@ handle <- function(req) {
 main <- function() {
   replace_base("readline", user_readline)
   replace_base("readLines", user_readLines)
-  options(device = function(...) grDevices::pdf(file = NULL, ...), repr.plot.width = 7, repr.plot.height = 5,
+  options(device = open_device, repr.plot.width = 7, repr.plot.height = 5,
           repr.plot.res = 120, warn = 0, width = 80)
-  loadNamespace("evaluate")
+  for (hook in c("before.plot.new", "before.grid.newpage", "persp")) setHook(hook, function(...) show_plot(new_page = TRUE))
   loadNamespace("repr")
   emit(list(ev = "ready", version = paste(R.version$major, R.version$minor, sep = "."), pid = Sys.getpid()))
   repeat {
