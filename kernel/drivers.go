@@ -32,6 +32,10 @@ type driverSpec struct {
 	interruptRequest bool
 	mimetype         string
 	extension        string
+	// entry: the driver is an entry of this binary (re-executed inside the
+	// sandbox), started for the language's program at path; it gives the
+	// argv and the environment entry that selects it.
+	entry func(path string) (argv []string, envEntry string)
 }
 
 var drivers = map[string]driverSpec{
@@ -52,4 +56,5 @@ var drivers = map[string]driverSpec{
 		mimetype:    "text/x-sh",
 		extension:   ".sh",
 	},
+	"go": goDriverSpec,
 }

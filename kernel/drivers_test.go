@@ -28,6 +28,8 @@ func TestRealDrivers(t *testing.T) {
 		{"python", "v = 'ünï'", "print(v)", "print('looping', flush=True)\nwhile True: pass"},
 		{"javascript", "let v = 'ünï'", "console.log(v)", "console.log('looping'); while (true) {}"},
 		{"bash", "v=ünï", "echo $v", "echo looping; while :; do :; done"},
+		// Declarations persist; a busy loop stops (SIGINT to the program).
+		{"go", "import \"fmt\"\nvar v = \"ünï\"", "fmt.Println(v)", "fmt.Println(\"looping\")\nfor {\n}"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.lang, func(t *testing.T) {

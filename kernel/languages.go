@@ -52,6 +52,7 @@ var languageSpecs = []languageSpec{
 	{"python", "Python", "python3", []string{".py"}, regexp.MustCompile(`Python (\d+\.\d+(?:\.\d+)?\S*)`)},
 	{"javascript", "JavaScript (Node.js)", "node", []string{".js", ".mjs", ".cjs"}, regexp.MustCompile(`^v?(\d+\.\d+\.\d+\S*)`)},
 	{"bash", "Bash", "bash", []string{".sh", ".bash"}, regexp.MustCompile(`version (\d+\.\d+(?:\.\d+)?)`)},
+	{"go", "Go", "go", []string{".go"}, regexp.MustCompile(`go version go(\d+\.\d+(?:\.\d+)?\S*)`)},
 }
 
 // DetectLanguages looks up each language's interpreter on PATH and runs its
@@ -80,6 +81,9 @@ func detect(ctx context.Context, spec languageSpec) Language {
 		FileExtensions: append([]string(nil), spec.extensions...),
 	}
 	path, err := lookPath(spec.command)
+	if err != nil && shownPathLanguages[spec.id] {
+		path, err = lookShownPath(spec.command)
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, exec.ErrDot):
@@ -96,7 +100,11 @@ func detect(ctx context.Context, spec languageSpec) Language {
 
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
+	versionArg := "--version"
+	if a, ok := versionArgs[spec.id]; ok {
+		versionArg = a
+	}
+	cmd := exec.CommandContext(ctx, path, versionArg)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	// A wrapper (pyenv shim, ...) whose child outlives it must not hang us.
@@ -122,6 +130,7 @@ func detect(ctx context.Context, spec languageSpec) Language {
 	}
 	l.Version = v
 	l.Available = true
+	l.Unsupported = append([]string(nil), languageUnsupported[spec.id]...)
 	return l
 }
 

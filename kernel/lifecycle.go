@@ -214,6 +214,10 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 		if argv, env, err = jupyterDriver(k.langInfo.jupyter, env, k.m.opts.StartTimeout); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrLanguage, err)
 		}
+	case spec.entry != nil:
+		var entry string
+		argv, entry = spec.entry(k.langInfo.Path)
+		env = append(env[:len(env):len(env)], entry)
 	case k.langInfo.Path != "":
 		// The interpreter DetectLanguages found (and initialize reported),
 		// in a directory the sandbox has.
