@@ -132,9 +132,12 @@ func (k *kernel) complete(code string, cursor int) map[string]any {
 // packageDir is where a package's source is: the standard library's in
 // GOROOT, the kernel's module's in its directory.
 func (k *kernel) packageDir(path string) string {
+	k.mu.Lock()
+	modDir, modPath := k.modDir, k.modPath
+	k.mu.Unlock()
 	switch {
-	case k.modPath != "" && (path == k.modPath || strings.HasPrefix(path, k.modPath+"/")):
-		return filepath.Join(k.modDir, strings.TrimPrefix(path, k.modPath))
+	case modPath != "" && (path == modPath || strings.HasPrefix(path, modPath+"/")):
+		return filepath.Join(modDir, strings.TrimPrefix(path, modPath))
 	case !strings.Contains(strings.SplitN(path, "/", 2)[0], ".") && k.goroot != "":
 		return filepath.Join(k.goroot, "src", path)
 	}

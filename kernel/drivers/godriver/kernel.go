@@ -27,18 +27,20 @@ type kernel struct {
 	// cache is GOCACHE: in the sandbox's /tmp, so the kernels of a
 	// workspace and their restarts share it while the sandbox lives.
 	cache string
-	// cwd is the kernel's working directory; module is the Go module that
-	// holds it (its go.mod's directory and path), if any.
-	cwd, modDir, modPath string
+	// cwd is the kernel's working directory.
+	cwd string
 
-	warmed    chan struct{} // closed when the warm-up build ended
-	mu        sync.Mutex
-	prog      *program
-	running   bool // an execution runs
-	intr      bool // it was interrupted
-	silentN   int
-	toolchain string // "1.26.8"
-	goroot    string
+	warmed chan struct{} // closed when the warm-up build ended
+	mu     sync.Mutex
+	prog   *program
+	// modDir and modPath are the Go module that holds cwd (its go.mod's
+	// directory and module path), if any, as of the last cell.
+	modDir, modPath string
+	running         bool // an execution runs
+	intr            bool // it was interrupted
+	silentN         int
+	toolchain       string // "1.26.8"
+	goroot          string
 }
 
 func newKernel(goPath string, ev *events) (*kernel, error) {
@@ -65,7 +67,6 @@ func newKernel(goPath string, ev *events) (*kernel, error) {
 		k.toolchain = k.toolchain[:i]
 	}
 	k.cwd, _ = os.Getwd()
-	k.modDir, k.modPath = findModule(k.cwd)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module cellbox.cell\n\ngo "+k.toolchain+"\n"), 0o600); err != nil {
 		return nil, err
 	}
@@ -87,6 +88,16 @@ func (k *kernel) goEnv() []string {
 		"GOCACHE": k.cache, "GOPATH": filepath.Join(tmp, "gopath"), "GOPROXY": "off", "GOTOOLCHAIN": "local",
 		"GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0", "GOTELEMETRY": "off", "GOWORK": "off", "GONOSUMCHECK": "1",
 		"GONOSUMDB": "*", "GOSUMDB": "off", "GOENV": "off",
+	}
+	// go doc runs "go env GOROOT": the go command's directory comes first
+	// on PATH (the sandbox's PATH does not name /usr/local/go/bin).
+	path := filepath.Dir(k.goPath)
+	if p := os.Getenv("PATH"); p != "" {
+		path += string(filepath.ListSeparator) + p
+	}
+	set["PATH"] = path
+	if k.goroot != "" {
+		set["GOROOT"] = k.goroot
 	}
 	if _, err := os.Stat(filepath.Join(k.dir, "go.work")); err == nil {
 		set["GOWORK"] = filepath.Join(k.dir, "go.work")
@@ -318,6 +329,11 @@ var unusedImport = regexp.MustCompile(`^[^:]*:\d+:\d+: "([^"]+)" imported (?:as 
 // the kernel's module: the program is then built in a workspace with it).
 func (k *kernel) writeWork(pr *program, p *parsed) error {
 	work := filepath.Join(k.dir, "go.work")
+	// The module is looked for at each cell: a cell may have made it.
+	modDir, modPath := findModule(k.cwd)
+	k.mu.Lock()
+	k.modDir, k.modPath = modDir, modPath
+	k.mu.Unlock()
 	uses := false
 	if k.modPath != "" {
 		for _, d := range pr.decls {

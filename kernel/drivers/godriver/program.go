@@ -77,7 +77,7 @@ func (pr *program) source(p *parsed, file string, o genOptions) string {
 		body.WriteString("_ = " + name + "\n")
 	}
 	if shown != nil {
-		body.WriteString("cellbox_show(" + at(file, shown.line, shown.col) + shown.text + "\n" + at(generated, 4, 1) + ")\n")
+		body.WriteString("cellbox_show(" + at(file, shown.line, shown.col) + shown.text + ",\n" + at(generated, 4, 1) + ")\n")
 	}
 	body.WriteString("}\n")
 
