@@ -86,8 +86,7 @@ func (k *kernel) goEnv() []string {
 	env := os.Environ()
 	set := map[string]string{
 		"GOCACHE": k.cache, "GOPATH": filepath.Join(tmp, "gopath"), "GOPROXY": "off", "GOTOOLCHAIN": "local",
-		"GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0", "GOTELEMETRY": "off", "GOWORK": "off", "GONOSUMCHECK": "1",
-		"GONOSUMDB": "*", "GOSUMDB": "off", "GOENV": "off",
+		"GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0", "GOTELEMETRY": "off", "GOWORK": "off", "GONOSUMDB": "*", "GOSUMDB": "off", "GOENV": "off",
 	}
 	// go doc runs "go env GOROOT": the go command's directory comes first
 	// on PATH (the sandbox's PATH does not name /usr/local/go/bin).
@@ -277,6 +276,9 @@ func (k *kernel) run(req request) (*failure, time.Duration) {
 	default:
 		fmt.Fprintln(os.Stderr, "(compiling the Go standard library's packages for this workspace: the first cell takes a while)")
 		<-k.warmed
+		if k.interrupted() { // the SIGINT ended the warm-up's build
+			return &failure{ename: "Interrupted", evalue: "SIGINT", status: "interrupted"}, 0
+		}
 	}
 	o := genOptions{show: !req.Silent, drop: map[string]bool{}}
 	for attempt := 0; ; attempt++ {
