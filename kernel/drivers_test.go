@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,11 @@ import (
 // unprivileged user (TestRealDriversAsUser), as users mostly run cellbox;
 // the full end-to-end suite is in cmd/cellbox.
 func TestRealDrivers(t *testing.T) {
+	// Go's own archive installs in /usr/local/go/bin, which the test
+	// user's PATH (sandboxtest) does not name.
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Setenv("PATH", os.Getenv("PATH")+string(os.PathListSeparator)+"/usr/local/go/bin")
+	}
 	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

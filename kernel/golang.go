@@ -37,15 +37,10 @@ var languageUnsupported = map[string][]string{
 // /usr/local/go/bin, which no default PATH names.
 var shownPathLanguages = map[string]bool{"go": true}
 
-// wellKnownDirs are looked in after the daemon's PATH: where Go's own
-// archive installs (go.dev/doc/install), which a daemon started by a
-// service manager or a desktop session often lacks on its PATH.
-var wellKnownDirs = []string{"/usr/local/go/bin"}
-
-// lookShownPath finds command on the daemon's PATH, then in
-// wellKnownDirs, in a directory that every sandbox shows at the same path.
+// lookShownPath finds command on the daemon's PATH, in a directory that
+// every sandbox shows at the same path.
 func lookShownPath(command string) (string, error) {
-	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), wellKnownDirs...) {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
 		if !filepath.IsAbs(dir) {
 			continue
 		}

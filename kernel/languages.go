@@ -114,9 +114,9 @@ func detect(ctx context.Context, spec languageSpec) Language {
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			l.Reason = fmt.Sprintf("%s --version did not finish within %v", path, versionTimeout)
+			l.Reason = fmt.Sprintf("%s %s did not finish within %v", path, versionArg, versionTimeout)
 		default:
-			l.Reason = fmt.Sprintf("%s --version failed: %v", path, err)
+			l.Reason = fmt.Sprintf("%s %s failed: %v", path, versionArg, err)
 			if first := firstLine(text); first != "" {
 				l.Reason += ": " + first
 			}
@@ -125,7 +125,7 @@ func detect(ctx context.Context, spec languageSpec) Language {
 	}
 	v, ok := parseVersion(spec, text)
 	if !ok {
-		l.Reason = fmt.Sprintf("%s --version printed %q, which is not a %s version", path, firstLine(text), spec.displayName)
+		l.Reason = fmt.Sprintf("%s %s printed %q, which is not a %s version", path, versionArg, firstLine(text), spec.displayName)
 		return l
 	}
 	l.Version = v

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 func TestParseVersion(t *testing.T) {
@@ -33,6 +35,9 @@ func TestParseVersion(t *testing.T) {
 		{"bash", "GNU bash, version 5.2.15(1)-release (x86_64-pc-linux-gnu)\nCopyright (C) 2022", "5.2.15", true},
 		{"bash", "GNU bash, version 3.2.57(1)-release (arm64-apple-darwin23)", "3.2.57", true},
 		{"bash", "zsh 5.9", "", false},
+		{"go", "go version go1.26.8 linux/amd64", "1.26.8", true},
+		{"go", "go version go1.27rc1 linux/arm64\n", "1.27rc1", true},
+		{"go", "gccgo (GCC) 12.2.0", "", false},
 	}
 	for _, tt := range tests {
 		got, ok := parseVersion(spec(tt.id), tt.out)
@@ -70,7 +75,11 @@ func TestDetectLanguagesOnThisHost(t *testing.T) {
 		if !l.Available || l.Version == "" || !filepath.IsAbs(l.Path) || l.Reason != "" {
 			t.Errorf("%s = %+v; want available with a version and an absolute path", l.ID, l)
 		}
-		if !slices.Contains(SandboxPath(), filepath.Dir(l.Path)) {
+		if shownPathLanguages[l.ID] {
+			if !workspace.SandboxShows(l.Path) {
+				t.Errorf("%s path = %q, which a sandbox does not show", l.ID, l.Path)
+			}
+		} else if !slices.Contains(SandboxPath(), filepath.Dir(l.Path)) {
 			t.Errorf("%s path = %q, not in a directory a sandbox has (%v)", l.ID, l.Path, SandboxPath())
 		}
 		delete(want, l.ID)
@@ -86,6 +95,7 @@ func TestDetectLanguagesFailingInterpreter(t *testing.T) {
 		"python3": "#!/bin/sh\necho 'pyenv: python3: command not found' >&2\nexit 127\n",
 		"node":    "#!/bin/sh\necho 'not a version'\n",
 		"bash":    "#!/bin/sh\nexec sleep 10\n",
+		"go":      "#!/bin/sh\nexit 3\n",
 	}
 	for name, body := range scripts {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
@@ -107,6 +117,7 @@ func TestDetectLanguagesFailingInterpreter(t *testing.T) {
 		"python":     "--version failed: exit status 127: pyenv: python3: command not found",
 		"javascript": `printed "not a version"`,
 		"bash":       "--version did not finish within 2s",
+		"go":         "go version failed: exit status 3",
 	}
 	for _, l := range langs {
 		if l.Available || !strings.Contains(l.Reason, wantReason[l.ID]) {
