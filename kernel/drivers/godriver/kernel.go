@@ -221,7 +221,6 @@ func (k *kernel) execute(req request) {
 	k.mu.Lock()
 	k.running, k.intr = true, false
 	k.mu.Unlock()
-	start := time.Now()
 	done := map[string]any{"ev": "done", "id": req.ID, "status": "ok"}
 	f, cpu := k.run(req)
 	if f == nil && k.interrupted() {
@@ -245,7 +244,6 @@ func (k *kernel) execute(req request) {
 	if cpu > 0 {
 		done["cpuMs"] = float64(cpu.Microseconds()) / 1000
 	}
-	_ = start
 	k.mu.Lock()
 	k.running = false
 	k.mu.Unlock()
