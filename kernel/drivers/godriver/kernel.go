@@ -50,8 +50,10 @@ func newKernel(goPath string, ev *events) (*kernel, error) {
 	if err := os.MkdirAll(k.cache, 0o700); err != nil {
 		return nil, fmt.Errorf("make the build cache %s: %w", k.cache, err)
 	}
-	dir, err := os.MkdirTemp(tmp, "kernel-")
-	if err != nil {
+	removeStale(tmp)
+	dir := filepath.Join(tmp, "kernel-"+strconv.Itoa(os.Getpid()))
+	_ = os.RemoveAll(dir) // a dead driver's of the same pid
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("make the program's directory: %w", err)
 	}
 	k.dir = dir
@@ -77,6 +79,21 @@ func newKernel(goPath string, ev *events) (*kernel, error) {
 }
 
 func (k *kernel) close() { os.RemoveAll(k.dir) }
+
+// removeStale removes the program directories of drivers that are gone
+// (killed by a restart or a shutdown before they could).
+func removeStale(tmp string) {
+	entries, _ := os.ReadDir(tmp)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "kernel-"))
+		if err != nil || !strings.HasPrefix(e.Name(), "kernel-") || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
+		}
+	}
+}
 
 // goEnv is the go command's environment: the kernel's, with the build
 // cache and module cache in /tmp, no network (GOPROXY=off), no toolchain
@@ -121,19 +138,11 @@ func (k *kernel) goCmd(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// warmSource is built once when the kernel starts, so that the packages
-// most cells use are in the build cache before the first cell.
+// warmSource is built once when the kernel starts, with the helper
+// (fmt, os, runtime/debug, strconv, syscall), so that the packages every
+// cell needs are in the build cache before the first cell: no more, so
+// that a first cell waits no longer than it must.
 const warmSource = `package main
-
-import (
-	_ "errors"
-	_ "math"
-	_ "slices"
-	_ "sort"
-	_ "strings"
-	_ "time"
-	_ "maps"
-)
 
 func main() {}
 `
@@ -354,7 +363,7 @@ func (k *kernel) writeWork(pr *program, p *parsed) error {
 
 // build runs go build; its output is the compiler's.
 func (k *kernel) build() ([]byte, error) {
-	cmd := k.goCmd(context.Background(), "build", "-o", filepath.Join(k.dir, "cell"), "-ldflags=-w", ".")
+	cmd := k.goCmd(context.Background(), "build", "-o", filepath.Join(k.dir, "cell"), "-ldflags=-s -w", ".")
 	var out limitedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
