@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
 // kernel is the driver's state.
@@ -29,6 +31,9 @@ type kernel struct {
 	cache string
 	// cwd is the kernel's working directory.
 	cwd string
+	// shared is the user's shared build cache, bound read-only, and layer
+	// the workspace's writable layer over it (shared.go); "" without.
+	shared, layer string
 
 	warmed chan struct{} // closed when the warm-up build ended
 	mu     sync.Mutex
@@ -43,10 +48,13 @@ type kernel struct {
 	goroot          string
 }
 
-func newKernel(goPath string, ev *events) (*kernel, error) {
+func newKernel(goPath, shared string, ev *events) (*kernel, error) {
 	k := &kernel{goPath: goPath, ev: ev, prog: &program{}, warmed: make(chan struct{})}
 	tmp := filepath.Join(os.TempDir(), "cellbox-go")
 	k.cache = filepath.Join(tmp, "cache")
+	if fi, err := os.Stat(shared); shared != "" && err == nil && fi.IsDir() {
+		k.shared, k.layer = shared, filepath.Join(tmp, "layer")
+	}
 	if err := os.MkdirAll(k.cache, 0o700); err != nil {
 		return nil, fmt.Errorf("make the build cache %s: %w", k.cache, err)
 	}
@@ -100,35 +108,21 @@ func removeStale(tmp string) {
 // download, no cgo (a sandbox has no C compiler to count on).
 func (k *kernel) goEnv() []string {
 	tmp := filepath.Dir(k.cache)
-	env := os.Environ()
-	set := map[string]string{
-		"GOCACHE": k.cache, "GOPATH": filepath.Join(tmp, "gopath"), "GOPROXY": "off", "GOTOOLCHAIN": "local",
-		"GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0", "GOTELEMETRY": "off", "GOWORK": "off", "GONOSUMDB": "*", "GOSUMDB": "off", "GOENV": "off",
-	}
 	// go doc runs "go env GOROOT": the go command's directory comes first
 	// on PATH (the sandbox's PATH does not name /usr/local/go/bin).
 	path := filepath.Dir(k.goPath)
 	if p := os.Getenv("PATH"); p != "" {
 		path += string(filepath.ListSeparator) + p
 	}
-	set["PATH"] = path
-	if k.goroot != "" {
-		set["GOROOT"] = k.goroot
-	}
+	set := map[string]string{"GOCACHE": k.cache, "GOPATH": filepath.Join(tmp, "gopath"), "PATH": path, "GOROOT": k.goroot}
 	if _, err := os.Stat(filepath.Join(k.dir, "go.work")); err == nil {
 		set["GOWORK"] = filepath.Join(k.dir, "go.work")
 	}
-	out := env[:0:0]
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, ok := set[name]; !ok && !strings.HasPrefix(name, "CELLBOX_SANDBOX") {
-			out = append(out, kv)
-		}
+	if prog := cacheProg(sandbox.SelfPath, k.shared, k.layer); prog != "" {
+		set["GOCACHEPROG"] = prog
+		set[sandbox.ReexecEnv] = CacheEntry
 	}
-	for n, v := range set {
-		out = append(out, n+"="+v)
-	}
-	return out
+	return buildEnv(os.Environ(), set)
 }
 
 func (k *kernel) goCmd(ctx context.Context, args ...string) *exec.Cmd {
@@ -150,6 +144,7 @@ func main() {}
 // warm builds warmSource with the program's helper, in the background.
 func (k *kernel) warm() {
 	defer close(k.warmed)
+	waitShared(k.shared, 5*time.Minute)
 	dir := filepath.Join(k.dir, "warm")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return

@@ -37,7 +37,12 @@ func init() {
 // command at goPath: the argv, and the environment entry that selects the
 // driver.
 func Command(goPath string) (argv []string, envEntry string) {
-	return []string{sandbox.SelfPath, goPath}, sandbox.ReexecEnv + "=" + Entry
+	argv = []string{sandbox.SelfPath, goPath}
+	if s := sharedCache(); s != "" {
+		argv = append(argv, s)
+		WarmShared(goPath)
+	}
+	return argv, sandbox.ReexecEnv + "=" + Entry
 }
 
 // request is a request of the kernel manager.
@@ -59,11 +64,16 @@ type request struct {
 // maxRequestBytes bounds one request line.
 const maxRequestBytes = 256 << 20
 
-// Main is the driver's entry: args is the go command's path.
+// Main is the driver's entry: args are the go command's path and the
+// shared build cache's, if any (shared.go).
 func Main(args []string) int {
-	if len(args) != 1 || args[0] == "" {
-		fmt.Fprintln(os.Stderr, "go driver: want one argument, the go command")
+	if len(args) < 1 || len(args) > 2 || args[0] == "" {
+		fmt.Fprintln(os.Stderr, "go driver: want the go command and, optionally, the shared build cache")
 		return 2
+	}
+	shared := ""
+	if len(args) == 2 {
+		shared = args[1]
 	}
 	// The manager's requests (fd 3) and events (fd 4) move to high
 	// descriptors, close-on-exec, so the programs do not inherit them.
@@ -81,7 +91,7 @@ func Main(args []string) int {
 	interrupts := make(chan os.Signal, 4)
 	signal.Notify(interrupts, syscall.SIGINT)
 
-	k, err := newKernel(args[0], &events{w: evs})
+	k, err := newKernel(args[0], shared, &events{w: evs})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "go driver: %v\n", err)
 		return 2
