@@ -58,3 +58,20 @@ func lookShownPath(command string) (string, error) {
 	}
 	return "", exec.ErrNotFound
 }
+
+// GoSharedCache prepares the go kernels' shared build cache, the user's
+// (godriver.SharedCacheDir), when the go command is found: the kernels
+// started after it use it, and it returns the directories every sandbox
+// must bind read-only for that (workspace Options.ReadOnly). The cache is
+// filled on the host at the first go kernel (godriver.WarmShared).
+func GoSharedCache() []string {
+	if _, err := lookShownPath("go"); err != nil {
+		return nil
+	}
+	dir := godriver.SharedCacheDir()
+	if dir == "" {
+		return nil
+	}
+	godriver.SetSharedCache(dir)
+	return []string{dir}
+}

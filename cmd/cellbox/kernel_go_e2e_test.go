@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,9 +35,9 @@ func TestKernelGo(t *testing.T) {
 	}
 	kid := startKernel(t, c, protocol.KernelStartParams{Language: "go"}).KernelID
 
-	// The first cell waits for the standard library's packages to compile
-	// into the sandbox's empty build cache (tens of seconds on a loaded
-	// machine), and says so on stderr.
+	// The first cell waits for the packages every program needs: compiled
+	// on the host into the user's shared build cache by the first go
+	// kernel (tens of seconds on a loaded machine), found there later.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var first protocol.ExecuteResult
@@ -43,6 +46,17 @@ func TestKernelGo(t *testing.T) {
 	}
 	if outs := outputsOf(t, c, "go-first"); first.Status != protocol.ExecutionStatusOK || resultText(t, outs) != "1" {
 		t.Fatalf("first cell: %+v %+v", first, outs)
+	}
+
+	// The user's shared build cache, filled on the host, is in the
+	// sandbox, read-only.
+	if cache, err := os.UserCacheDir(); err == nil {
+		shared := filepath.Join(cache, "cellbox", "go-build")
+		res, outs := execute(t, c, kid, fmt.Sprintf("import \"fmt\"\nimport \"os\"\n_, err := os.Stat(%q)\nwerr := os.WriteFile(%q, nil, 0o644)\nfmt.Println(err == nil, werr != nil)", filepath.Join(shared, "cellbox-ready"), filepath.Join(shared, "x")))
+		wantOK(t, res, outs)
+		if got := streamText(outs, protocol.StreamStdout); got != "true true\n" {
+			t.Fatalf("the shared build cache (ready, read-only) = %q", got)
+		}
 	}
 
 	for _, step := range []struct{ code, stdout, result string }{

@@ -102,7 +102,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints, AllowSystemRoots: cfg.allowSystemRoot,
 		// The runtime dir holds the token: no sandbox sees it, even in a
 		// project that contains it.
-		Hidden: []string{rpc.RuntimeDir(cfg.stateDir)}})
+		Hidden: []string{rpc.RuntimeDir(cfg.stateDir)},
+		// The go kernels' shared build cache (kernel.GoSharedCache).
+		ReadOnly: kernel.GoSharedCache()})
 	if err != nil {
 		log.Error("cannot open the workspaces", "err", err)
 		return 1

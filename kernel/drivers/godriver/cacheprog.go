@@ -203,7 +203,7 @@ func (c *layers) put(action, output, body []byte) cacheResponse {
 }
 
 func writeAtomic(p string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-")
@@ -211,6 +211,9 @@ func writeAtomic(p string, b []byte) error {
 		return err
 	}
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644) // as the go command's own cache files
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -39,9 +39,12 @@ func SharedCacheDir() string {
 		return ""
 	}
 	dir := filepath.Join(base, "cellbox", "go-build")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Readable by all: a root daemon's sandboxes run as another user, and
+	// the standard library's compiled packages are no secret.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ""
 	}
+	_ = os.Chmod(dir, 0o755)
 	return dir
 }
 
