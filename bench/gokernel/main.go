@@ -43,9 +43,10 @@ type client struct {
 	out  map[string]string // execution id: stdout and results
 }
 
-func startDaemon(bin, base string) (*client, *exec.Cmd, error) {
+func startDaemon(bin, base, cacheHome string) (*client, *exec.Cmd, error) {
 	cmd := exec.Command(bin, "serve", "--stdio")
-	cmd.Env = append(os.Environ(), "CELLBOX_STATE_DIR="+filepath.Join(base, "state"), "XDG_RUNTIME_DIR="+filepath.Join(base, "run"), "CELLBOX_LOG_LEVEL=warn")
+	cmd.Env = append(os.Environ(), "CELLBOX_STATE_DIR="+filepath.Join(base, "state"), "XDG_RUNTIME_DIR="+filepath.Join(base, "run"),
+		"XDG_CACHE_HOME="+cacheHome, "CELLBOX_LOG_LEVEL=warn")
 	for _, d := range []string{"state", "run"} {
 		if err := os.MkdirAll(filepath.Join(base, d), 0o700); err != nil {
 			return nil, nil, err
@@ -147,84 +148,131 @@ func median(d []time.Duration) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
 
+// side is one daemon's figures: kernel/start to the first cell's result,
+// the cell after it, and later cells.
+type side struct {
+	cold, first time.Duration
+	later       []time.Duration
+}
+
+// cellbox measures a new daemon whose user cache directory is cacheHome.
+func cellbox(bin, base, cacheHome string, n int) (side, error) {
+	var s side
+	t0 := time.Now()
+	c, cmd, err := startDaemon(bin, base, cacheHome)
+	if err != nil {
+		return s, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var start protocol.KernelStartResult
+	if err := c.call(protocol.MethodKernelStart, protocol.KernelStartParams{Language: "go"}, &start); err != nil {
+		return s, fmt.Errorf("kernel/start: %w", err)
+	}
+	if out, err := c.execute(start.KernelID, "import \"fmt\"\nfmt.Println(1)"); err != nil || out != "1\n" {
+		return s, fmt.Errorf("first cell: %q %v", out, err)
+	}
+	s.cold = time.Since(t0)
+	t1 := time.Now()
+	if _, err := c.execute(start.KernelID, "func sq(x int) int { return x * x }\nfmt.Println(sq(3))"); err != nil {
+		return s, err
+	}
+	s.first = time.Since(t1)
+	for i := range n {
+		t := time.Now()
+		out, err := c.execute(start.KernelID, fmt.Sprintf("fmt.Println(sq(%d))", i))
+		if err != nil {
+			return s, err
+		}
+		if out != fmt.Sprintf("%d\n", i*i) {
+			return s, fmt.Errorf("cell %d printed %q", i, out)
+		}
+		s.later = append(s.later, time.Since(t))
+	}
+	return s, nil
+}
+
+// goRunSide measures go run with the build cache cache.
+func goRunSide(goCmd, base, cache string, n int) (side, error) {
+	var s side
+	dir := filepath.Join(base, "prog")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return s, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module bench\n\ngo 1.22\n"), 0o600); err != nil {
+		return s, err
+	}
+	t0 := time.Now()
+	if _, err := goRun(goCmd, dir, cache, fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(1) } // %d\n", time.Now().UnixNano())); err != nil {
+		return s, err
+	}
+	s.cold = time.Since(t0)
+	prog := func(i int) string {
+		return fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc sq(x int) int { return x * x }\n\nfunc main() { fmt.Println(sq(%d)) } // %d\n", i, time.Now().UnixNano())
+	}
+	t1 := time.Now()
+	if _, err := goRun(goCmd, dir, cache, prog(3)); err != nil {
+		return s, err
+	}
+	s.first = time.Since(t1)
+	for i := range n {
+		t := time.Now()
+		if _, err := goRun(goCmd, dir, cache, prog(i)); err != nil {
+			return s, err
+		}
+		s.later = append(s.later, time.Since(t))
+	}
+	return s, nil
+}
+
 func run(bin, goCmd string, n int) error {
 	base, err := os.MkdirTemp("", "cellbox-go-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(base)
-
-	// cellbox: cold start to the first result.
-	t0 := time.Now()
-	c, cmd, err := startDaemon(bin, base)
+	// The user's cache directory, for the daemons: a new one below the
+	// user's own (a sandbox cannot be shown a directory below /tmp).
+	userCache, err := os.UserCacheDir()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	var start protocol.KernelStartResult
-	if err := c.call(protocol.MethodKernelStart, protocol.KernelStartParams{Language: "go"}, &start); err != nil {
-		return fmt.Errorf("kernel/start: %w", err)
-	}
-	if out, err := c.execute(start.KernelID, "import \"fmt\"\nfmt.Println(1)"); err != nil || out != "1\n" {
-		return fmt.Errorf("first cell: %q %v", out, err)
-	}
-	cbCold := time.Since(t0)
-	t1 := time.Now()
-	if _, err := c.execute(start.KernelID, "func sq(x int) int { return x * x }\nfmt.Println(sq(3))"); err != nil {
+	if err := os.MkdirAll(userCache, 0o700); err != nil {
 		return err
 	}
-	cbFirst := time.Since(t1)
-	var cbLater []time.Duration
-	for i := range n {
-		t := time.Now()
-		out, err := c.execute(start.KernelID, fmt.Sprintf("fmt.Println(sq(%d))", i))
-		if err != nil {
-			return err
-		}
-		if out != fmt.Sprintf("%d\n", i*i) {
-			return fmt.Errorf("cell %d printed %q", i, out)
-		}
-		cbLater = append(cbLater, time.Since(t))
+	cacheHome, err := os.MkdirTemp(userCache, "cellbox-go-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cacheHome)
+	gocache := filepath.Join(base, "gocache")
+	// The first go kernel of a user: the shared build cache is empty.
+	cbFirst, err := cellbox(bin, filepath.Join(base, "d1"), cacheHome, n)
+	if err != nil {
+		return err
+	}
+	// A new daemon (and workspace) of the same user: the shared layer is warm.
+	cbWarm, err := cellbox(bin, filepath.Join(base, "d2"), cacheHome, n)
+	if err != nil {
+		return err
+	}
+	grFirst, err := goRunSide(goCmd, base, gocache, n) // empty GOCACHE
+	if err != nil {
+		return err
+	}
+	grWarm, err := goRunSide(goCmd, base, gocache, n) // GOCACHE warm
+	if err != nil {
+		return err
 	}
 
-	// go run of the same programs, on the host.
-	dir, cache := filepath.Join(base, "prog"), filepath.Join(base, "gocache")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module bench\n\ngo 1.22\n"), 0o600); err != nil {
-		return err
-	}
-	t0 = time.Now()
-	if _, err := goRun(goCmd, dir, cache, "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(1) }\n"); err != nil {
-		return err
-	}
-	grCold := time.Since(t0)
-	prog := func(i int) string {
-		return fmt.Sprintf("package main\n\nimport \"fmt\"\n\nfunc sq(x int) int { return x * x }\n\nfunc main() { fmt.Println(sq(%d)) }\n", i)
-	}
-	t1 = time.Now()
-	if _, err := goRun(goCmd, dir, cache, prog(3)); err != nil {
-		return err
-	}
-	grFirst := time.Since(t1)
-	var grLater []time.Duration
-	for i := range n {
-		t := time.Now()
-		if _, err := goRun(goCmd, dir, cache, prog(i)); err != nil {
-			return err
-		}
-		grLater = append(grLater, time.Since(t))
-	}
-
-	fmt.Printf("go kernel: cellbox (kernel/start {language: go}, a sandbox with an empty build cache) vs `go run` on the host (empty GOCACHE first)\n")
-	fmt.Printf("%-44s %12s %12s %8s\n", "", "cellbox", "go run", "ratio")
+	fmt.Printf("go kernel: cellbox (kernel/start {language: go} in a new daemon) vs `go run` of the same programs on the host\n")
+	fmt.Printf("%-58s %10s %10s %8s\n", "", "cellbox", "go run", "ratio")
 	row := func(name string, a, b time.Duration) {
-		fmt.Printf("%-44s %12s %12s %7.2fx\n", name, ms(a), ms(b), float64(a)/float64(b))
+		fmt.Printf("%-58s %10s %10s %7.2fx\n", name, ms(a), ms(b), float64(a)/float64(b))
 	}
-	row("cold start to the first result", cbCold, grCold)
-	row("first cell after it (a new func)", cbFirst, grFirst)
-	row(fmt.Sprintf("later cells, median of %d (new main each)", n), median(cbLater), median(grLater))
-	fmt.Printf("(cellbox's cold start includes the daemon, the sandbox and compiling the standard library's packages fmt needs)\n")
+	row("first ever: start to the first result (caches empty)", cbFirst.cold, grFirst.cold)
+	row("warm user cache: start to the first result", cbWarm.cold, grWarm.cold)
+	row("the cell after it (a new func)", cbWarm.first, grWarm.first)
+	row(fmt.Sprintf("later cells, median of %d (new main each)", n), median(append(cbFirst.later, cbWarm.later...)), median(append(grFirst.later, grWarm.later...)))
+	fmt.Printf("(cellbox's start includes the daemon, the sandbox and the kernel; go run's programs differ by a comment each run, so each is compiled and linked)\n")
 	return nil
 }

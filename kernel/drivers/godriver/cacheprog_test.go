@@ -120,3 +120,15 @@ func TestCacheProtocolBadInput(t *testing.T) {
 		t.Fatalf("get of an unknown action = %+v", r)
 	}
 }
+
+// TestSharedCacheDirNotBelowTmp: a user cache directory below /tmp (which
+// a sandbox mounts its own over) gives no shared layer.
+func TestSharedCacheDirNotBelowTmp(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(t.TempDir(), "cache"))
+	if !strings.HasPrefix(os.Getenv("XDG_CACHE_HOME"), "/tmp/") {
+		t.Skip("TMPDIR is not below /tmp")
+	}
+	if dir := SharedCacheDir(); dir != "" {
+		t.Fatalf("SharedCacheDir = %q, want none below /tmp", dir)
+	}
+}

@@ -31,7 +31,7 @@ var (
 
 // SharedCacheDir is the user's shared layer: CacheDir/cellbox/go-build
 // (~/.cache/cellbox/go-build), made if missing; "" when there is no user
-// cache directory. Sandboxes must bind it read-only (workspace
+// cache directory, or it is where a sandbox has its own (below /tmp). Sandboxes must bind it read-only (workspace
 // Options.ReadOnly) for kernels to use it; SetSharedCache says they do.
 func SharedCacheDir() string {
 	base, err := os.UserCacheDir()
@@ -39,6 +39,11 @@ func SharedCacheDir() string {
 		return ""
 	}
 	dir := filepath.Join(base, "cellbox", "go-build")
+	for _, own := range sandboxOwn {
+		if dir == own || strings.HasPrefix(dir, own+"/") {
+			return "" // the sandbox's own mount would hide the bind
+		}
+	}
 	// Readable by all: a root daemon's sandboxes run as another user, and
 	// the standard library's compiled packages are no secret.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -61,6 +66,10 @@ func sharedCache() string {
 	defer sharedMu.Unlock()
 	return sharedDir
 }
+
+// sandboxOwn are the directories a sandbox mounts its own (tmpfs, proc,
+// the workspace), over what it binds from the host.
+var sandboxOwn = []string{"/tmp", "/var/tmp", "/home/cellbox", "/workspace", "/proc", "/dev", "/run", "/.cellbox"}
 
 var warmOnce sync.Once
 
