@@ -38,9 +38,10 @@ type driverSpec struct {
 	// (driver.interrupt).
 	interruptRequest bool
 	// entry, when set, makes the driver an entry of this binary run
-	// inside the sandbox (sandbox.Register): its argv and the environment
-	// entry that selects it. argv is then unused.
-	entry func() (argv []string, envEntry string)
+	// inside the sandbox (sandbox.Register), started for the language's
+	// program at path (go: the go command; "" for sql, which has none): its
+	// argv and the environment entry that selects it. argv is then unused.
+	entry func(path string) (argv []string, envEntry string)
 	// reopenPipes: the driver opens its fds 1 to 4 again through
 	// /proc/self/fd (R has no dup(2) nor a connection on a descriptor). A
 	// pipe's inode belongs to the daemon, whom the sandbox's user namespace
@@ -105,4 +106,5 @@ var drivers = map[string]driverSpec{
 		mimetype:     "text/x-r-source",
 		extension:    ".r",
 	},
+	"go": goDriverSpec,
 }

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,11 @@ import (
 // unprivileged user (TestRealDriversAsUser), as users mostly run cellbox;
 // the full end-to-end suite is in cmd/cellbox.
 func TestRealDrivers(t *testing.T) {
+	// Go's own archive installs in /usr/local/go/bin, which the test
+	// user's PATH (sandboxtest) does not name.
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Setenv("PATH", os.Getenv("PATH")+string(os.PathListSeparator)+"/usr/local/go/bin")
+	}
 	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +38,8 @@ func TestRealDrivers(t *testing.T) {
 		{"bash", "v=ünï", "echo $v", "echo looping; while :; do :; done"},
 		{"ruby", "v = 'ünï'", "puts v", "puts 'looping'\nloop {}"},
 		{"r", "v <- 'ünï'", "cat(v, '\\n', sep = '')", "cat('looping\\n')\nwhile (TRUE) {}"},
+		// Declarations persist; a busy loop stops (SIGINT to the program).
+		{"go", "import \"fmt\"\nvar v = \"ünï\"", "fmt.Println(v)", "fmt.Println(\"looping\")\nfor {\n}"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.lang, func(t *testing.T) {

@@ -55,6 +55,7 @@ var languageSpecs = []languageSpec{
 	{"bash", "Bash", "bash", []string{".sh", ".bash"}, regexp.MustCompile(`version (\d+\.\d+(?:\.\d+)?)`)},
 	{"ruby", "Ruby", "ruby", []string{".rb"}, regexp.MustCompile(`^ruby (\d+\.\d+\.\d+)`)},
 	{"r", "R", "Rscript", []string{".r", ".R"}, regexp.MustCompile(`^Rscript \(R\) version (\d+\.\d+\.\d+)`)},
+	{"go", "Go", "go", []string{".go"}, regexp.MustCompile(`go version go(\d+\.\d+(?:\.\d+)?\S*)`)},
 }
 
 // DetectLanguages looks up each language's interpreter on PATH and runs its
@@ -90,6 +91,9 @@ func detect(ctx context.Context, spec languageSpec) Language {
 		FileExtensions: append([]string(nil), spec.extensions...),
 	}
 	path, err := lookPath(spec.command)
+	if err != nil && shownPathLanguages[spec.id] {
+		path, err = lookShownPath(spec.command)
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, exec.ErrDot):
@@ -106,7 +110,11 @@ func detect(ctx context.Context, spec languageSpec) Language {
 
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
+	versionArg := "--version"
+	if a, ok := versionArgs[spec.id]; ok {
+		versionArg = a
+	}
+	cmd := exec.CommandContext(ctx, path, versionArg)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	// A wrapper (pyenv shim, ...) whose child outlives it must not hang us.
@@ -116,9 +124,9 @@ func detect(ctx context.Context, spec languageSpec) Language {
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			l.Reason = fmt.Sprintf("%s --version did not finish within %v", path, versionTimeout)
+			l.Reason = fmt.Sprintf("%s %s did not finish within %v", path, versionArg, versionTimeout)
 		default:
-			l.Reason = fmt.Sprintf("%s --version failed: %v", path, err)
+			l.Reason = fmt.Sprintf("%s %s failed: %v", path, versionArg, err)
 			if first := firstLine(text); first != "" {
 				l.Reason += ": " + first
 			}
@@ -127,11 +135,12 @@ func detect(ctx context.Context, spec languageSpec) Language {
 	}
 	v, ok := parseVersion(spec, text)
 	if !ok {
-		l.Reason = fmt.Sprintf("%s --version printed %q, which is not a %s version", path, firstLine(text), spec.displayName)
+		l.Reason = fmt.Sprintf("%s %s printed %q, which is not a %s version", path, versionArg, firstLine(text), spec.displayName)
 		return l
 	}
 	l.Version = v
 	l.Available = true
+	l.Unsupported = append([]string(nil), languageUnsupported[spec.id]...)
 	return l
 }
 

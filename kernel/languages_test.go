@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 func TestParseVersion(t *testing.T) {
@@ -37,6 +39,9 @@ func TestParseVersion(t *testing.T) {
 		{"ruby", "jruby 9.4.5.0 (3.1.4) 2023-11-02", "", false},
 		{"r", "Rscript (R) version 4.2.2 Patched (2022-11-10 r83330)", "4.2.2", true},
 		{"r", "R version 4.2.2", "", false},
+		{"go", "go version go1.26.8 linux/amd64", "1.26.8", true},
+		{"go", "go version go1.27rc1 linux/arm64\n", "1.27rc1", true},
+		{"go", "gccgo (GCC) 12.2.0", "", false},
 	}
 	for _, tt := range tests {
 		got, ok := parseVersion(spec(tt.id), tt.out)
@@ -80,7 +85,11 @@ func TestDetectLanguagesOnThisHost(t *testing.T) {
 		if !l.Available || l.Version == "" || !filepath.IsAbs(l.Path) || l.Reason != "" {
 			t.Errorf("%s = %+v; want available with a version and an absolute path", l.ID, l)
 		}
-		if !slices.Contains(SandboxPath(), filepath.Dir(l.Path)) {
+		if shownPathLanguages[l.ID] {
+			if !workspace.SandboxShows(l.Path) {
+				t.Errorf("%s path = %q, which a sandbox does not show", l.ID, l.Path)
+			}
+		} else if !slices.Contains(SandboxPath(), filepath.Dir(l.Path)) {
 			t.Errorf("%s path = %q, not in a directory a sandbox has (%v)", l.ID, l.Path, SandboxPath())
 		}
 		delete(want, l.ID)
@@ -96,6 +105,7 @@ func TestDetectLanguagesFailingInterpreter(t *testing.T) {
 		"python3": "#!/bin/sh\necho 'pyenv: python3: command not found' >&2\nexit 127\n",
 		"node":    "#!/bin/sh\necho 'not a version'\n",
 		"bash":    "#!/bin/sh\nexec sleep 10\n",
+		"go":      "#!/bin/sh\nexit 3\n",
 	}
 	for name, body := range scripts {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
@@ -117,6 +127,7 @@ func TestDetectLanguagesFailingInterpreter(t *testing.T) {
 		"python":     "--version failed: exit status 127: pyenv: python3: command not found",
 		"javascript": `printed "not a version"`,
 		"bash":       "--version did not finish within 2s",
+		"go":         "go version failed: exit status 3",
 	}
 	for _, l := range langs {
 		if _, faked := wantReason[l.ID]; !faked {

@@ -238,7 +238,7 @@ func (k *Kernel) startDriver(ctx context.Context) (*driver, error) {
 		}
 	case spec.entry != nil:
 		var e string
-		argv, e = spec.entry()
+		argv, e = spec.entry(k.langInfo.Path)
 		env = append(slices.Clone(env), e)
 	case k.interp.run != "":
 		// The interpreter resolveInterpreter chose: the user's, or the one

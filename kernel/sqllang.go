@@ -14,7 +14,7 @@ import (
 
 // sqlDriver starts the sql driver: this binary's entry, in the sandbox.
 var sqlDriver = driverSpec{
-	entry:     sqldriver.Command,
+	entry:     func(string) ([]string, string) { return sqldriver.Command() },
 	mimetype:  "text/x-sql",
 	extension: ".sql",
 }

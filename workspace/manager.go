@@ -119,7 +119,7 @@ func NewManager(opts Options) (*Manager, error) {
 	// daemon's cgroup, where controllers cannot be enabled for children.
 	m.openCgroups()
 	if !opts.NoPool {
-		m.pool = sandbox.NewPool()
+		m.pool = sandbox.NewPool(opts.ReadOnly...)
 	}
 	return m, nil
 }

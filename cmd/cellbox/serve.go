@@ -103,7 +103,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		// The runtime dir holds the token: no sandbox sees it, even in a
 		// project that contains it.
 		Hidden:          []string{rpc.RuntimeDir(cfg.stateDir)},
-		ProjectReadOnly: kernel.ProjectBinds})
+		ProjectReadOnly: kernel.ProjectBinds,
+		// The go kernels' shared build cache (kernel.GoSharedCache).
+		ReadOnly: kernel.GoSharedCache()})
 	if err != nil {
 		log.Error("cannot open the workspaces", "err", err)
 		return 1

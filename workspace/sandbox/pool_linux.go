@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -18,11 +19,15 @@ type Pool struct {
 	filling bool
 	closed  bool
 	wg      sync.WaitGroup
+	// readOnly are the extra read-only paths (Config.ReadOnly) of the
+	// sandboxes it prepares.
+	readOnly []string
 }
 
-// NewPool returns a pool and starts filling it.
-func NewPool() *Pool {
-	p := &Pool{}
+// NewPool returns a pool and starts filling it, with sandboxes that bind
+// readOnly (Config.ReadOnly).
+func NewPool(readOnly ...string) *Pool {
+	p := &Pool{readOnly: slices.Clone(readOnly)}
 	p.refill()
 	return p
 }
@@ -30,7 +35,7 @@ func NewPool() *Pool {
 // Start is Start with a pooled init when one is ready; then it launches the
 // next in the background.
 func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
-	if cfg.Network == NetworkHost || len(cfg.ReadOnly) > 0 || cfg.TmpBytes != 0 {
+	if cfg.Network == NetworkHost || !slices.Equal(cfg.ReadOnly, p.readOnly) || cfg.TmpBytes != 0 {
 		return Start(ctx, cfg) // not what the pool prepares
 	}
 	p.mu.Lock()
@@ -66,7 +71,7 @@ func (p *Pool) refill() {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		l, err := launch(NetworkNone, nil, 0)
+		l, err := launch(NetworkNone, p.readOnly, 0)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.filling = false

@@ -42,6 +42,6 @@ func Mapped(uid, gid, ownerUID, ownerGID int) bool { return true }
 // Pool is a pool of nothing: sandboxes need Linux.
 type Pool struct{}
 
-func NewPool() *Pool                                                    { return &Pool{} }
+func NewPool(readOnly ...string) *Pool                                  { return &Pool{} }
 func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) { return nil, ErrLinuxOnly }
 func (p *Pool) Close()                                                  {}
