@@ -15,10 +15,11 @@ func TestImportDirection(t *testing.T) {
 		"protocol":                      {},
 		"protocol/gen":                  {},
 		"rpc":                           {"protocol", "kernel", "pty", "workspace"},
-		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge", "kernel/drivers/sqldriver"},
+		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge", "kernel/drivers/sqldriver", "kernel/drivers/godriver"},
 		"kernel/jupyter":                {"protocol"},
 		"kernel/drivers/jupyterbridge":  {"kernel/jupyter", "workspace/sandbox"}, // an entry of the binary inside a sandbox
 		"kernel/drivers/sqldriver":      {"protocol", "workspace/sandbox"},       // an entry of the binary inside a sandbox
+		"kernel/drivers/godriver":       {"protocol", "workspace/sandbox"},       // an entry of the binary inside a sandbox
 		"pty":                           {"workspace", "protocol"},
 		"workspace":                     {"workspace/sandbox", "protocol"},
 		"workspace/sandbox":             {},
