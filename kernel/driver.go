@@ -39,8 +39,11 @@ type request struct {
 	Source       *protocol.SourceLocation `json:"source,omitempty"`
 	Value        string                   `json:"value,omitempty"`
 	EOF          bool                     `json:"eof,omitempty"`
-	CursorPos    int                      `json:"cursorPos,omitempty"`
-	DetailLevel  int                      `json:"detailLevel,omitempty"`
+	// Interrupted: an input answer (with EOF) sent because kernel/interrupt
+	// came while the client was asked (driverSpec.interruptInput).
+	Interrupted bool `json:"interrupted,omitempty"`
+	CursorPos   int  `json:"cursorPos,omitempty"`
+	DetailLevel int  `json:"detailLevel,omitempty"`
 	// SourceMap and SyntaxError come from a driverSpec.transform.
 	SourceMap   [][]int          `json:"sourceMap,omitempty"`
 	SyntaxError *cellSyntaxError `json:"syntaxError,omitempty"`

@@ -49,6 +49,11 @@ type driverSpec struct {
 	// may ptrace the driver can reach it there, and such a process holds
 	// the driver's descriptors anyway.
 	reopenPipes bool
+	// interruptInput: kernel/interrupt while the client is asked for input
+	// also answers the question, as end of file with interrupted set. R's
+	// read of the request pipe does not end on a SIGINT, so its interrupt
+	// would wait for an answer the user will not give.
+	interruptInput bool
 	// gatherOutput: after reading a driver's output, the manager waits
 	// this long (reading an event at once) before it reads output again,
 	// so a language that writes every piece through at once (R: each
@@ -101,10 +106,11 @@ var drivers = map[string]driverSpec{
 	"r": {
 		argv: []string{"Rscript", "-e",
 			"eval(parse(text = commandArgs(TRUE)[[1L]], keep.source = FALSE), new.env(parent = baseenv()))", driverR},
-		reopenPipes:  true,
-		gatherOutput: 20 * time.Millisecond,
-		mimetype:     "text/x-r-source",
-		extension:    ".r",
+		reopenPipes:    true,
+		interruptInput: true,
+		gatherOutput:   20 * time.Millisecond,
+		mimetype:       "text/x-r-source",
+		extension:      ".r",
 	},
 	"go": goDriverSpec,
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
@@ -41,6 +42,9 @@ type execution struct {
 	// asking: an input request of this execution waits for the client
 	// (guarded by Kernel.mu); a driver may have one at a time.
 	asking bool
+	// interruptAsk withdraws the question being asked (nil when none),
+	// answering it as interrupted (driverSpec.interruptInput; Kernel.mu).
+	interruptAsk func()
 }
 
 type execOutcome struct {
@@ -330,8 +334,9 @@ func (k *Kernel) Interrupt() error {
 	k.mu.Lock()
 	d, st, reason := k.drv, k.state, k.deadReason
 	var running string
+	var interruptAsk func()
 	if k.current != nil {
-		running = k.current.id
+		running, interruptAsk = k.current.id, k.current.interruptAsk
 	}
 	k.mu.Unlock()
 	if st == protocol.KernelStateDead || d == nil {
@@ -342,6 +347,9 @@ func (k *Kernel) Interrupt() error {
 	}
 	if err := d.interrupt(running, k.runs(running)); err != nil {
 		return fmt.Errorf("interrupt kernel %s: %w", k.id, err)
+	}
+	if interruptAsk != nil {
+		interruptAsk()
 	}
 	return nil
 }
@@ -391,6 +399,20 @@ func (k *Kernel) answerInput(d *driver, execID, prompt string, password bool) {
 		// The question is withdrawn when the execution is cancelled or the
 		// driver dies.
 		ctx, cancel := context.WithCancel(e.ctx)
+		var interrupted atomic.Bool
+		if drivers[k.lang].interruptInput {
+			k.mu.Lock()
+			e.interruptAsk = func() {
+				interrupted.Store(true)
+				cancel()
+			}
+			k.mu.Unlock()
+			defer func() {
+				k.mu.Lock()
+				e.interruptAsk = nil
+				k.mu.Unlock()
+			}()
+		}
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
@@ -403,9 +425,12 @@ func (k *Kernel) answerInput(d *driver, execID, prompt string, password bool) {
 		v, err := e.req.Ask(ctx, protocol.KernelInputRequestParams{KernelID: k.id, ExecutionID: execID, Prompt: prompt, Password: password})
 		cancel()
 		<-watched
-		if err == nil {
+		switch {
+		case err == nil:
 			r.Value, r.EOF = v, false
-		} else {
+		case interrupted.Load():
+			r.Interrupted = true
+		default:
 			k.m.log.Debug("input request not answered; the read sees end of file", "kernel", k.id, "err", err)
 		}
 	}

@@ -288,6 +288,8 @@ read_line <- function(prompt = "") {
     if (interrupted) signalCondition(structure(list(message = "", call = NULL), class = c("interrupt", "condition")))
     if (identical(req$op, "input")) {
       if (!identical(req$id, st$exec_id)) next
+      # kernel/interrupt came while the client was asked: the read ends as interrupted.
+      if (isTRUE(req$interrupted)) signalCondition(structure(list(message = "", call = NULL), class = c("interrupt", "condition")))
       if (isTRUE(req$eof)) return(NULL)
       value <- if (is.null(req$value)) "" else req$value
       say(paste0(prompt, value, "\n"))
