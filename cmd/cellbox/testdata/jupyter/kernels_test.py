@@ -228,6 +228,32 @@ class CellboxTypeScript(ProtocolChecks, jkt.KernelTests):
     code_flood = "for (let i: number = 0; i < 100000; i++) console.log(i)"
 
 
+class CellboxGo(ProtocolChecks, jkt.KernelTests):
+    kernel_name = "cellbox-go"
+    language_name = "go"
+    file_extension = ".go"
+    code_hello_world = 'import "fmt"\nfmt.Println("hello, world")'
+    code_stderr = 'import "os"\nos.Stderr.WriteString("test\\n")'
+    completion_samples = [{"text": "pani", "matches": {"panic"}}]
+    complete_code_samples = ["x := 1\n_ = x", "func f() {}"]
+    incomplete_code_samples = ["func f() {", "x := []int{1,"]
+    code_generate_error = 'panic("x")'
+    code_execute_result = [{"code": "1+2+3", "result": "6"}, {"code": "6*7", "result": "42"}]
+    code_history_pattern = "1?2*"
+    supported_history_operations = ("tail", "search", "range")
+    code_inspect_sample = "len"
+    code_sleep = 'import "time"\nfmt.Println("started")\ntime.Sleep(time.Minute)'
+    code_flood = "for i := 0; i < 100000; i++ {\n\tfmt.Println(i)\n}"
+
+    @classmethod
+    def setUpClass(cls):
+        # The first cell of a go kernel may wait for the build cache's warm-up and says so on
+        # stderr: run it before the tests that count a cell's messages.
+        super().setUpClass()
+        reply, _ = cls.execute_helper_on(cls, cls.kc, cls.code_hello_world)
+        assert reply["content"]["status"] == "ok", reply["content"]
+
+
 class CellboxBash(ProtocolChecks, jkt.KernelTests):
     kernel_name = "cellbox-bash"
     language_name = "bash"
