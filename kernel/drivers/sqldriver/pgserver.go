@@ -214,7 +214,7 @@ func startPostgres(ctx context.Context, in *pgInstall) (*pgServer, error) {
 	// Its own session, so that the kernel's interrupt (a SIGINT to the
 	// driver's process group), which would be a fast shutdown, does not
 	// reach it; killed if the driver dies.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = serverProcAttr()
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}

@@ -23,3 +23,9 @@ func peakMemory() int64 {
 	}
 	return ru.Maxrss * 1024
 }
+
+// serverProcAttr starts postgres in a session of its own, killed when the
+// driver dies.
+func serverProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+}
