@@ -160,7 +160,11 @@ func TestJupyterInstallListUninstall(t *testing.T) {
 			t.Errorf("jupyter kernelspec list does not show cellbox-%s", id)
 			continue
 		}
-		if s.ResourceDir != filepath.Join(kdir, "cellbox-"+id) || s.Spec.Language != id || s.Spec.InterruptMode != "message" ||
+		lang := id
+		if id == "r" {
+			lang = "R" // Jupyter's name of the language, as IRkernel's kernelspec gives it
+		}
+		if s.ResourceDir != filepath.Join(kdir, "cellbox-"+id) || s.Spec.Language != lang || s.Spec.InterruptMode != "message" ||
 			s.Spec.Metadata.Cellbox.Language != id || s.Spec.Argv[0] != exe {
 			t.Errorf("jupyter sees cellbox-%s as %+v", id, s)
 		}
