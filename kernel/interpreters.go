@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
@@ -144,14 +145,15 @@ var (
 func resolveInterpreter(ctx context.Context, lang Language, ws *workspace.Workspace, hidden []string, explicit string) (interpreter, error) {
 	if lang.jupyter != nil {
 		if explicit != "" {
-			return interpreter{}, fmt.Errorf("%w: invalid params for kernel/start: field \"interpreter\" is for python, javascript and bash kernels, not %s (its kernelspec names the interpreter)", ErrInvalid, lang.ID)
+			return interpreter{}, fmt.Errorf("%w: invalid params for kernel/start: field \"interpreter\" is for kernels that run an interpreter (python, javascript, typescript, bash, ruby, r), not %s (its kernelspec names the interpreter)", ErrInvalid, lang.ID)
 		}
 		return interpreter{}, nil
 	}
 	spec, ok := specOf(lang.ID)
-	if !ok {
+	if !ok || drivers[lang.ID].entry != nil {
+		// sql's driver is built in, go's builds with the go command found.
 		if explicit != "" {
-			return interpreter{}, fmt.Errorf("%w: invalid params for kernel/start: field \"interpreter\" is for python, javascript and bash kernels, not %s", ErrInvalid, lang.ID)
+			return interpreter{}, fmt.Errorf("%w: invalid params for kernel/start: field \"interpreter\" is for kernels that run an interpreter (python, javascript, typescript, bash, ruby, r), not %s", ErrInvalid, lang.ID)
 		}
 		return interpreter{}, nil
 	}
@@ -291,7 +293,7 @@ func projectInterpreter(ctx context.Context, spec languageSpec, st site) (interp
 		}
 		in.info.Source = SourceVersionFile
 		return in, true, nil
-	case "javascript":
+	case "javascript", "typescript":
 		for _, name := range nodeVersionFiles {
 			file := filepath.Join(root, name)
 			want, err := readVersionFile(file)
@@ -475,13 +477,20 @@ func venvHome(cfg string) (string, error) {
 	return "", fmt.Errorf("%s has no home = line", cfg)
 }
 
-// readBounded reads a small configuration file, refusing a large one.
+// readBounded reads a small configuration file of a project, refusing a
+// large one. The file is the project's (a sandbox may have written it): a
+// symbolic link is not followed (it could name a secret of the host, whose
+// text would reach the client in an error) and only a regular file is read
+// (a FIFO would block the read for ever).
 func readBounded(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", p, unwrapPath(err))
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
@@ -524,7 +533,11 @@ func hostInterpreter(ctx context.Context, spec languageSpec, real string, st sit
 		}
 	}
 	var version string
-	if !st.bindsOnly {
+	// Only an interpreter kernel/start names runs here, for its version: a
+	// project's (a .venv's base, a version file's) comes from files a
+	// sandbox may have written, so it never runs on the host; its version
+	// is the one its driver reports.
+	if !st.bindsOnly && !fromProject {
 		if version, err = interpreterVersion(ctx, spec, real); err != nil {
 			return interpreter{}, err
 		}
@@ -657,7 +670,7 @@ func readVersionFile(file string) (string, error) {
 		}
 		m := nodeVersion.FindStringSubmatch(line)
 		if m == nil {
-			return "", fmt.Errorf("%s names %q, which is not a version number (aliases such as lts/* or node are not resolved)", file, firstLine(line))
+			return "", fmt.Errorf("%s does not name a version number (aliases such as lts/* or node are not resolved)", file)
 		}
 		return m[1], nil
 	}
@@ -769,7 +782,7 @@ func readPythonVersion(file string) (string, error) {
 		}
 		v := fields[0]
 		if v == "." || v == ".." || strings.ContainsAny(v, "/\\") || len(v) > 255 {
-			return "", fmt.Errorf("%s names %q, which is not a pyenv version", file, firstLine(v))
+			return "", fmt.Errorf("%s does not name a pyenv version", file)
 		}
 		return v, nil
 	}

@@ -656,7 +656,7 @@ func TestInterpretersAsUser(t *testing.T) {
 	if sandboxtest.AsTestUser() {
 		t.Skip("already the test user")
 	}
-	sandboxtest.RunAsTestUser(t, "^(TestInterpreters|TestInterpreterWithoutHostLanguage)$")
+	sandboxtest.RunAsTestUser(t, "^(TestInterpreters|TestInterpreterWithoutHostLanguage|TestProjectInterpreterFilesUntrusted)$")
 }
 
 // pyStr quotes s as a Python string literal.

@@ -769,10 +769,11 @@ export interface KernelStartParams {
   workDoneToken?: ProgressToken;
   /**
    * interpreter is the absolute host path of the interpreter to run, for
-   * python, javascript and bash. Extension: absent, a python kernel of a
+   * the kernels that run one: python, javascript, typescript (node),
+   * bash, ruby and r (Rscript). Extension: absent, a python kernel of a
    * workspace whose project holds a virtual environment (.venv or venv)
    * runs its python (else the pyenv version its .python-version names),
-   * and a javascript kernel of a project with .nvmrc or .node-version
+   * and a javascript or typescript kernel of a project with .nvmrc or .node-version
    * runs that node version (installed by nvm, asdf or fnm); else the
    * host's (initialize's languages[].version). An interpreter
    * outside /usr has its prefix bound read-only into the sandbox. A path

@@ -577,7 +577,7 @@ M.enums = {
 ---@field sandbox? cellbox.SandboxMode sandbox defaults to required.
 ---@field network? cellbox.NetworkMode network of the workspace's sandbox. Extension: defaults to none.
 ---@field workDoneToken? cellbox.ProgressToken workDoneToken asks for $/progress while the kernel starts.
----@field interpreter? string interpreter is the absolute host path of the interpreter to run, for python, javascript and bash. Extension: absent, a python kernel of a workspace whose project holds a virtual environment (.venv or venv) runs its python (else the pyenv version its .python-version names), and a javascript kernel of a project with .nvmrc or .node-version runs that node version (installed by nvm, asdf or fnm); else the host's (initialize's languages[].version). An interpreter outside /usr has its prefix bound read-only into the sandbox. A path that is not an executable of the kernel's language gets -32602.
+---@field interpreter? string interpreter is the absolute host path of the interpreter to run, for the kernels that run one: python, javascript, typescript (node), bash, ruby and r (Rscript). Extension: absent, a python kernel of a workspace whose project holds a virtual environment (.venv or venv) runs its python (else the pyenv version its .python-version names), and a javascript or typescript kernel of a project with .nvmrc or .node-version runs that node version (installed by nvm, asdf or fnm); else the host's (initialize's languages[].version). An interpreter outside /usr has its prefix bound read-only into the sandbox. A path that is not an executable of the kernel's language gets -32602.
 
 --- InterpreterInfo is an interpreter of the host: the one a kernel runs
 --- (kernel/start's result) or one found (initialize). Extension.
