@@ -635,6 +635,7 @@ func interpreterVersion(ctx context.Context, spec languageSpec, exe string) (str
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "--version")
+	cmd.Dir = "/" // not the daemon's directory, which may be a project (detect)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	cmd.WaitDelay = 500 * time.Millisecond

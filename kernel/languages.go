@@ -115,6 +115,11 @@ func detect(ctx context.Context, spec languageSpec) Language {
 		versionArg = a
 	}
 	cmd := exec.CommandContext(ctx, path, versionArg)
+	// Not in the daemon's directory, which may be a project a sandbox
+	// writes: its go.mod would choose (and download) the go command's
+	// toolchain, its .python-version a pyenv shim's python.
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	// A wrapper (pyenv shim, ...) whose child outlives it must not hang us.

@@ -94,7 +94,11 @@ func warmShared(goPath, dir string) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	version, err := exec.CommandContext(ctx, goPath, "env", "GOVERSION").Output()
+	// In a directory of its own with the builds' settings, never the
+	// daemon's (a project's go.mod there would choose the toolchain).
+	env := exec.CommandContext(ctx, goPath, "env", "GOVERSION")
+	env.Dir, env.Env = tmp, buildEnv(os.Environ(), nil)
+	version, err := env.Output()
 	if err != nil {
 		return
 	}
