@@ -64,9 +64,9 @@ type driverSpec struct {
 	extension    string
 	// transform, when set, rewrites each execute request in the daemon
 	// before the driver gets it (typescript: transpiles the code).
-	transform func(*request)
+	transform func(*Manager, *request)
 	// isComplete, when set, answers kernel/isComplete in the daemon.
-	isComplete func(code string) protocol.KernelIsCompleteResult
+	isComplete func(m *Manager, code string) protocol.KernelIsCompleteResult
 }
 
 var drivers = map[string]driverSpec{

@@ -199,7 +199,7 @@ func (k *Kernel) run(e *execution) {
 		Stdin: p.Stdin, AllowStdin: p.AllowStdin && e.req.Ask != nil, Source: p.Source,
 	}
 	if t := drivers[k.lang].transform; t != nil {
-		t(r)
+		t(k.m, r)
 	}
 	err := d.send(r)
 	if err != nil {

@@ -59,6 +59,8 @@ type Manager struct {
 	opts  Options
 	log   *slog.Logger
 	audit *auditLog
+	// ts runs esbuild for typescript kernels (tsworker.go).
+	ts tsWorker
 
 	// mu guards kernels, reserved and closed; it is taken with no other
 	// lock held.
@@ -211,6 +213,7 @@ func (m *Manager) Close() {
 		wg.Go(func() { k.shutdown(context.Background()) })
 	}
 	wg.Wait()
+	m.ts.close()
 	if m.audit != nil {
 		m.audit.close()
 	}

@@ -57,7 +57,10 @@ func (k *Kernel) Inspect(ctx context.Context, code string, cursor, detail int) (
 // IsComplete is kernel/isComplete.
 func (k *Kernel) IsComplete(ctx context.Context, code string) (*protocol.KernelIsCompleteResult, error) {
 	if f := drivers[k.lang].isComplete; f != nil {
-		res := f(code)
+		if len(code) > k.m.opts.MaxCodeBytes {
+			return nil, fmt.Errorf("%w: code is %d bytes, over the %d-byte maximum (maxCodeBytes)", ErrLimit, len(code), k.m.opts.MaxCodeBytes)
+		}
+		res := f(k.m, code)
 		return &res, nil
 	}
 	var res protocol.KernelIsCompleteResult

@@ -123,21 +123,36 @@ func utf16Len(s string) int {
 
 // tsTransform is the typescript kernel's driverSpec.transform: an execute
 // request's code becomes JavaScript with its source map, or a syntax error.
-func tsTransform(r *request) {
+// esbuild runs in m's helper (tsworker.go): a cell it cannot take is the
+// cell's error.
+func tsTransform(m *Manager, r *request) {
 	if r.Op != "execute" {
 		return
 	}
-	t := tsTranspile(r.Code)
-	if t.err != nil {
-		r.Code, r.SyntaxError = "", t.err
-		return
+	a, err := m.ts.do(tsJob{Op: "transpile", Code: r.Code})
+	switch {
+	case err != nil:
+		r.Code, r.SyntaxError = "", &cellSyntaxError{Message: err.Error(), Line: 1}
+	case a.Err != nil:
+		r.Code, r.SyntaxError = "", a.Err
+	default:
+		r.Code, r.SourceMap = a.Code, a.Lines
 	}
-	r.Code, r.SourceMap = t.code, t.lines
 }
 
-// tsIsComplete is the typescript kernel's driverSpec.isComplete: esbuild
-// parses the cell; one that ends too early is incomplete.
-func tsIsComplete(code string) protocol.KernelIsCompleteResult {
+// tsIsComplete is the typescript kernel's driverSpec.isComplete, answered
+// by m's helper; a cell the helper cannot take is invalid.
+func tsIsComplete(m *Manager, code string) protocol.KernelIsCompleteResult {
+	a, err := m.ts.do(tsJob{Op: "isComplete", Code: code})
+	if err != nil || a.Complete == nil {
+		return protocol.KernelIsCompleteResult{Status: protocol.IsCompleteStatusInvalid}
+	}
+	return *a.Complete
+}
+
+// tsIsCompleteHere parses the cell with esbuild: one that ends too early
+// is incomplete. It runs in the helper.
+func tsIsCompleteHere(code string) protocol.KernelIsCompleteResult {
 	r := api.Transform(code, api.TransformOptions{Loader: api.LoaderTS, LogLevel: api.LogLevelSilent})
 	if len(r.Errors) == 0 {
 		return protocol.KernelIsCompleteResult{Status: protocol.IsCompleteStatusComplete}

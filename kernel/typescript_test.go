@@ -70,13 +70,15 @@ func TestTSTranspileSyntaxError(t *testing.T) {
 			t.Fatalf("%q: error %+v, want line %d column %d text %q", tc.code, tr.err, tc.line, tc.col, tc.text)
 		}
 	}
+	m := &Manager{}
+	defer m.ts.close()
 	r := &request{Op: "execute", Code: "let x: = 1"}
-	tsTransform(r)
+	tsTransform(m, r)
 	if r.Code != "" || r.SyntaxError == nil || r.SourceMap != nil {
 		t.Fatalf("transform of a syntax error = %+v", r)
 	}
 	r = &request{Op: "execute", Code: "let x: number = 1\nx"}
-	tsTransform(r)
+	tsTransform(m, r)
 	if r.SyntaxError != nil || strings.Contains(r.Code, "number") || len(r.SourceMap) < 2 {
 		t.Fatalf("transform = %+v", r)
 	}
@@ -96,9 +98,38 @@ func TestTSIsComplete(t *testing.T) {
 		"":                                  {Status: protocol.IsCompleteStatusComplete},
 		"class A { private x: number = 1 }": {Status: protocol.IsCompleteStatusComplete},
 	} {
-		if got := tsIsComplete(code); got != want {
+		if got := tsIsCompleteHere(code); got != want {
 			t.Errorf("tsIsComplete(%q) = %+v, want %+v", code, got, want)
 		}
+	}
+	// The same through the helper the daemon asks.
+	m := &Manager{}
+	defer m.ts.close()
+	if got := tsIsComplete(m, "function f<T>(a: T): T {"); got.Status != protocol.IsCompleteStatusIncomplete {
+		t.Errorf("through the helper: %+v", got)
+	}
+}
+
+// TestTSCellTooDeep: a cell nested deeper than esbuild's recursive parser
+// can go overflows its stack, a fatal error no recover catches; it kills
+// the helper, not the daemon (this process), and is the cell's
+// SyntaxError; the next cell transpiles in a new helper.
+func TestTSCellTooDeep(t *testing.T) {
+	m := &Manager{}
+	defer m.ts.close()
+	const depth = 400_000 // 800 KB, within maxCodeBytes
+	r := &request{Op: "execute", Code: strings.Repeat("(", depth) + "1" + strings.Repeat(")", depth)}
+	tsTransform(m, r)
+	if r.SyntaxError == nil || !strings.Contains(r.SyntaxError.Message, "typescript transpiler") || r.Code != "" {
+		t.Fatalf("a cell nested %d deep: %+v", depth, r.SyntaxError)
+	}
+	if got := tsIsComplete(m, strings.Repeat("[", depth)); got.Status != protocol.IsCompleteStatusInvalid {
+		t.Fatalf("isComplete of a cell nested %d deep: %+v", depth, got)
+	}
+	r = &request{Op: "execute", Code: "let x: number = 1\nx"}
+	tsTransform(m, r)
+	if r.SyntaxError != nil || !strings.Contains(r.Code, "x") {
+		t.Fatalf("the next cell: %+v", r)
 	}
 }
 
@@ -152,7 +183,7 @@ func FuzzTSTranspile(f *testing.F) {
 				t.Fatalf("a line of %d values", len(seg))
 			}
 		}
-		_ = tsIsComplete(code)
+		_ = tsIsCompleteHere(code)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -338,4 +339,18 @@ func (w *Workspace) stop() {
 			w.m.log.Warn("sandbox cgroup left behind", "workspace", w.id, "err", err)
 		}
 	}
+}
+
+// RegisterHelper adds an entry of this binary that the daemon runs as a
+// helper process of its own, outside every sandbox (HelperCommand), for
+// work that must not take the daemon down if it crashes. Call it from an
+// init function (sandbox.Register).
+func RegisterHelper(name string, fn func(args []string) int) { sandbox.Register(name, fn) }
+
+// HelperCommand is a command that runs this binary's entry name
+// (RegisterHelper) as a child of the daemon.
+func HelperCommand(name string) *exec.Cmd {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), sandbox.ReexecEnv+"="+name)
+	return cmd
 }

@@ -244,3 +244,23 @@ fsp.writeFileSync('node_modules/tsgreet/index.js', "export const greet = (n) => 
 		t.Fatalf("after restart: %+v", outs)
 	}
 }
+
+// TestKernelTypeScriptTooDeep: a cell nested deeper than esbuild's parser
+// can go (a fatal stack overflow in a Go program) is the cell's error; the
+// daemon, which runs esbuild in a helper of its own, and the kernel go on.
+func TestKernelTypeScriptTooDeep(t *testing.T) {
+	p := startStdio(t)
+	c := p.client()
+	c.initialize(t)
+	kid := startKernel(t, c, protocol.KernelStartParams{Language: "typescript"}).KernelID
+	const depth = 400_000
+	res, _ := execute(t, c, kid, strings.Repeat("(", depth)+"1"+strings.Repeat(")", depth))
+	if res.Status != protocol.ExecutionStatusError || res.Error == nil || !strings.Contains(res.Error.Evalue, "typescript transpiler") {
+		t.Fatalf("a cell nested %d deep: %+v", depth, res)
+	}
+	res, outs := execute(t, c, kid, "const n: number = 6 * 7\nn")
+	wantOK(t, res, outs)
+	if got := resultText(t, outs); got != "42" {
+		t.Fatalf("after it: %q", got)
+	}
+}
