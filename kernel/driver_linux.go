@@ -43,8 +43,13 @@ func startDriver(ctx context.Context, cfg driverConfig) (*driver, error) {
 		_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	}
 	if cfg.reopenPipes {
+		// The driver opens its pipes again by path: they belong to the
+		// sandbox's user, mode 0600, so that only it (and no other host
+		// user) can (a root daemon's pipes are host root's, whom the
+		// sandbox does not map).
+		uid, gid := workspace.SandboxOwner()
 		for _, f := range []*os.File{reqR, evW, outW, errW} {
-			if err := unix.Fchmod(int(f.Fd()), 0o666); err != nil {
+			if err := unix.Fchown(int(f.Fd()), uid, gid); err != nil {
 				return nil, fmt.Errorf("start %s kernel: its pipes: %w", cfg.lang, err)
 			}
 		}

@@ -43,11 +43,10 @@ type driverSpec struct {
 	// argv and the environment entry that selects it. argv is then unused.
 	entry func(path string) (argv []string, envEntry string)
 	// reopenPipes: the driver opens its fds 1 to 4 again through
-	// /proc/self/fd (R has no dup(2) nor a connection on a descriptor). A
-	// pipe's inode belongs to the daemon, whom the sandbox's user namespace
-	// may not map, so its mode lets the driver open it; only a process that
-	// may ptrace the driver can reach it there, and such a process holds
-	// the driver's descriptors anyway.
+	// /proc/self/fd (R has no dup(2) nor a connection on a descriptor), so
+	// the pipes belong to the sandbox's user (workspace.SandboxOwner),
+	// mode 0600: a root daemon's would be host root's, whom the sandbox
+	// does not map.
 	reopenPipes bool
 	// interruptInput: kernel/interrupt while the client is asked for input
 	// also answers the question, as end of file with interrupted set. R's

@@ -354,3 +354,8 @@ func HelperCommand(name string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), sandbox.ReexecEnv+"="+name)
 	return cmd
 }
+
+// SandboxOwner is the host uid and gid that a sandbox's user has: a file
+// the daemon makes for a sandboxed program to open by path (a pipe it
+// reopens through /proc/self/fd) belongs to them, mode 0600.
+func SandboxOwner() (uid, gid int) { return sandbox.SandboxRootHostIDs() }
