@@ -17,9 +17,10 @@ func TestImportDirection(t *testing.T) {
 		"rpc":                           {"protocol", "kernel", "pty", "workspace"},
 		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge", "kernel/drivers/sqldriver", "kernel/drivers/godriver"},
 		"kernel/jupyter":                {"protocol"},
-		"kernel/drivers/jupyterbridge":  {"kernel/jupyter", "workspace/sandbox"}, // an entry of the binary inside a sandbox
-		"kernel/drivers/sqldriver":      {"protocol", "workspace/sandbox"},       // an entry of the binary inside a sandbox
-		"kernel/drivers/godriver":       {"protocol", "workspace/sandbox"},       // an entry of the binary inside a sandbox
+		"kernel/drivers/jupyterbridge":  {"kernel/jupyter", "workspace/sandbox", "kernel/drivers/driverio"}, // an entry of the binary inside a sandbox
+		"kernel/drivers/sqldriver":      {"protocol", "workspace/sandbox", "kernel/drivers/driverio"},       // an entry of the binary inside a sandbox
+		"kernel/drivers/godriver":       {"protocol", "workspace/sandbox", "kernel/drivers/driverio"},       // an entry of the binary inside a sandbox
+		"kernel/drivers/driverio":       {},                                                                 // what those entries share of the driver contract
 		"pty":                           {"workspace", "protocol"},
 		"workspace":                     {"workspace/sandbox", "protocol"},
 		"workspace/sandbox":             {},

@@ -21,8 +21,7 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/cellbox-dev/cellbox/kernel/drivers/driverio"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
@@ -61,9 +60,6 @@ type request struct {
 	} `json:"source"`
 }
 
-// maxRequestBytes bounds one request line.
-const maxRequestBytes = 256 << 20
-
 // Main is the driver's entry: args are the go command's path and the
 // shared build cache's, if any (shared.go).
 func Main(args []string) int {
@@ -77,17 +73,11 @@ func Main(args []string) int {
 	}
 	// The manager's requests (fd 3) and events (fd 4) move to high
 	// descriptors, close-on-exec, so the programs do not inherit them.
-	var fds [2]int
-	for i, fd := range []int{3, 4} {
-		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 200)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "go driver: move fd %d: %v\n", fd, err)
-			return 2
-		}
-		unix.Close(fd)
-		fds[i] = nfd
+	reqs, evs, err := driverio.Channel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go driver: %v\n", err)
+		return 2
 	}
-	reqs, evs := os.NewFile(uintptr(fds[0]), "requests"), os.NewFile(uintptr(fds[1]), "events")
 	interrupts := make(chan os.Signal, 4)
 	signal.Notify(interrupts, syscall.SIGINT)
 
@@ -137,7 +127,7 @@ func (k *kernel) serve(r io.Reader) int {
 	defer wg.Wait()
 	defer close(execs)
 	for {
-		line, err := readLine(br)
+		line, err := driverio.ReadLine(br)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				fmt.Fprintf(os.Stderr, "go driver: read requests: %v\n", err)
@@ -157,28 +147,6 @@ func (k *kernel) serve(r io.Reader) int {
 			// No input events are sent; interrupts come as SIGINT.
 		default:
 			go k.answer(req)
-		}
-	}
-}
-
-// readLine reads one line, bounded by maxRequestBytes.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxRequestBytes {
-			return nil, fmt.Errorf("a request line is longer than %d bytes", maxRequestBytes)
-		}
-		switch {
-		case err == nil:
-			return line, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-			return line, nil
-		default:
-			return nil, err
 		}
 	}
 }

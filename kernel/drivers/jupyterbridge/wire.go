@@ -2,15 +2,15 @@ package jupyterbridge
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/kernel/drivers/driverio"
 )
 
 // The bridge's side of the driver contract (kernel/drivers/README.md):
@@ -32,13 +32,6 @@ type request struct {
 	CursorPos    int    `json:"cursorPos"`
 	DetailLevel  int    `json:"detailLevel"`
 }
-
-// maxRequestBytes bounds one request line. The manager bounds code far
-// below it (maxCodeBytes); a longer line is a broken manager.
-const maxRequestBytes = 256 << 20
-
-// errRequestTooLong: a request line over maxRequestBytes.
-var errRequestTooLong = errors.New("jupyter bridge: a request line is longer than the limit")
 
 // requestPipe is the manager's request pipe, read through a count of what
 // was taken from it, so that a SIGINT can be placed among the requests:
@@ -95,23 +88,9 @@ func readRequest(r *bufio.Reader) (*request, int64, error) {
 }
 
 func readLine(r *bufio.Reader) (*request, int, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > maxRequestBytes {
-			return nil, len(line), errRequestTooLong
-		}
-		line = append(line, chunk...)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			return nil, len(line), err
-		}
-		break // a last line without its newline
+	line, err := driverio.ReadLine(r)
+	if err != nil {
+		return nil, len(line), err
 	}
 	var req request
 	if err := json.Unmarshal(line, &req); err != nil {

@@ -22,8 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/cellbox-dev/cellbox/kernel/drivers/driverio"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
@@ -59,17 +58,11 @@ func Main(args []string) int {
 	}
 	// The manager's requests (fd 3) and events (fd 4) move to high
 	// descriptors, close-on-exec (drivers/README.md).
-	var fds [2]int
-	for i, fd := range []int{3, 4} {
-		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 200)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "sql driver: move fd %d: %v\n", fd, err)
-			return 2
-		}
-		unix.Close(fd)
-		fds[i] = nfd
+	reqs, evs, err := driverio.Channel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sql driver: %v\n", err)
+		return 2
 	}
-	reqs, evs := os.NewFile(uintptr(fds[0]), "requests"), os.NewFile(uintptr(fds[1]), "events")
 	// SIGINT is the manager's interrupt: it cancels the running query.
 	interrupts := make(chan os.Signal, 4)
 	signal.Notify(interrupts, syscall.SIGINT)

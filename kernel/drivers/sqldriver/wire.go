@@ -2,13 +2,12 @@ package sqldriver
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
 
+	"github.com/cellbox-dev/cellbox/kernel/drivers/driverio"
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
@@ -27,33 +26,13 @@ type request struct {
 	end int64
 }
 
-// maxRequestBytes bounds one request line. The manager bounds code far
-// below it; a longer line is a broken manager.
-const maxRequestBytes = 256 << 20
-
-var errRequestTooLong = errors.New("sql driver: a request line is longer than the limit")
-
 // readRequest reads the next request line and says how many bytes it
 // took; io.EOF when the manager closed the pipe. A line that is not a
 // request is an error with an empty request.
 func readRequest(r *bufio.Reader) (*request, int64, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > maxRequestBytes {
-			return nil, int64(len(line)), errRequestTooLong
-		}
-		line = append(line, chunk...)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			return nil, int64(len(line)), err
-		}
-		break // a last line without its newline
+	line, err := driverio.ReadLine(r)
+	if err != nil {
+		return nil, int64(len(line)), err
 	}
 	var req request
 	if err := json.Unmarshal(line, &req); err != nil {
