@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cellbox-dev/cellbox/kernel/drivers/driverio"
 	"github.com/cellbox-dev/cellbox/kernel/jupyter"
 )
 
@@ -51,7 +52,7 @@ type bridge struct {
 	dir    string // the private directory of the connection file and sockets
 	// fatal ends the bridge: the kernel can no longer be driven.
 	fatal chan error
-	reqs  *requestPipe
+	reqs  *driverio.RequestPipe
 
 	// mu guards the fields below. Lock order: wire.mu, then mu.
 	mu     sync.Mutex
@@ -95,7 +96,7 @@ type env struct {
 // ready, answers the manager's requests from reqs until they end, and
 // returns the bridge's exit code (the kernel's, when it died).
 func run(ctx context.Context, cfg Config, e env, reqs *os.File, w *wire, interrupts <-chan os.Signal) int {
-	b := &bridge{cfg: cfg, w: w, reqs: newRequestPipe(reqs), pending: map[string]pendingRequest{}, iopubUp: make(chan struct{}), fatal: make(chan error, 1)}
+	b := &bridge{cfg: cfg, w: w, reqs: driverio.NewRequestPipe(reqs), pending: map[string]pendingRequest{}, iopubUp: make(chan struct{}), fatal: make(chan error, 1)}
 	timeout := DefaultStartTimeout
 	if cfg.StartTimeoutMs > 0 {
 		timeout = time.Duration(cfg.StartTimeoutMs) * time.Millisecond

@@ -162,7 +162,7 @@ func (b *bridge) interrupt() {
 	if e == nil {
 		// Nothing runs: the signal is for an execute the manager wrote
 		// before it and the bridge has not read yet, if any.
-		b.interruptBefore = b.reqs.mark()
+		b.interruptBefore = b.reqs.Mark()
 		b.mu.Unlock()
 		return
 	}

@@ -91,12 +91,3 @@ func dieOf(sig syscall.Signal) {
 	time.Sleep(time.Second) // the signal is on its way
 	os.Exit(128 + int(sig))
 }
-
-// pipeHolds is how many bytes the pipe fd holds (FIONREAD).
-func pipeHolds(fd int) int {
-	n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
-	if err != nil {
-		return 0
-	}
-	return n
-}

@@ -17,7 +17,3 @@ func kernelCPU(int) time.Duration { return -1 }
 func kernelPeakRSS(int) int64 { return 0 }
 
 func dieOf(sig syscall.Signal) { os.Exit(128 + int(sig)) }
-
-// pipeHolds is how many bytes the pipe fd holds (unknown here: the bridge
-// runs in Linux sandboxes only).
-func pipeHolds(int) int { return 0 }

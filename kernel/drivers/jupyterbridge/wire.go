@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cellbox-dev/cellbox/kernel/drivers/driverio"
 )
@@ -31,53 +28,6 @@ type request struct {
 	EOF          bool   `json:"eof"`
 	CursorPos    int    `json:"cursorPos"`
 	DetailLevel  int    `json:"detailLevel"`
-}
-
-// requestPipe is the manager's request pipe, read through a count of what
-// was taken from it, so that a SIGINT can be placed among the requests:
-// what the manager had written when it sent the signal is what was taken
-// plus what the pipe holds (mark).
-type requestPipe struct {
-	f  *os.File // kept: its finalizer would close fd
-	fd int
-	mu sync.Mutex // guards n and makes a read and the count one step
-	n  int64      // bytes read from the pipe
-}
-
-func newRequestPipe(f *os.File) *requestPipe {
-	return &requestPipe{f: f, fd: int(f.Fd())} // Fd makes it blocking
-}
-
-func (p *requestPipe) Read(b []byte) (int, error) {
-	for {
-		// Wait outside the lock: mark must not wait for the manager.
-		pfd := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
-			return 0, err
-		}
-		p.mu.Lock()
-		n, err := unix.Read(p.fd, b)
-		if n > 0 {
-			p.n += int64(n)
-		}
-		p.mu.Unlock()
-		switch {
-		case n > 0:
-			return n, nil
-		case err == unix.EAGAIN || err == unix.EINTR:
-			continue
-		case err != nil:
-			return 0, err
-		}
-		return 0, io.EOF
-	}
-}
-
-// mark is how many bytes the manager has written to the pipe so far.
-func (p *requestPipe) mark() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.n + int64(pipeHolds(p.fd))
 }
 
 // readRequest reads the next request line and says how many bytes it

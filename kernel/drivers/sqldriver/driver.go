@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/kernel/drivers/driverio"
 )
 
 // driver is the kernel's state: the backend its cells run on (SQLite by
@@ -54,9 +56,9 @@ func (d *driver) close() {
 // interrupts cancels the running execution at each SIGINT, or the
 // execute the manager had written before the signal when it has not
 // started yet.
-func (d *driver) interrupts(ch <-chan os.Signal, reqs *requestPipe) {
+func (d *driver) interrupts(ch <-chan os.Signal, reqs *driverio.RequestPipe) {
 	for range ch {
-		mark := reqs.mark()
+		mark := reqs.Mark()
 		d.mu.Lock()
 		switch {
 		case d.cancel != nil && d.runEnd <= mark:

@@ -72,7 +72,7 @@ func Main(args []string) int {
 		return 1
 	}
 	defer d.close()
-	pipe := newRequestPipe(reqs)
+	pipe := driverio.NewRequestPipe(reqs)
 	go d.interrupts(interrupts, pipe)
 	return d.serve(pipe)
 }

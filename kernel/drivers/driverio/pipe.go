@@ -1,4 +1,4 @@
-package sqldriver
+package driverio
 
 import (
 	"io"
@@ -8,25 +8,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// requestPipe is the manager's request pipe, read through a count of what
+// RequestPipe is the manager's request pipe, read through a count of what
 // was taken from it, so that a SIGINT can be placed among the requests:
 // what the manager had written when it sent the signal is what was taken
-// plus what the pipe holds (mark). The signal is for the last execute
-// the manager had written by then (jupyterbridge does the same).
-type requestPipe struct {
+// plus what the pipe holds (Mark). The signal is for the last execute the
+// manager had written by then.
+type RequestPipe struct {
 	f  *os.File // kept: its finalizer would close fd
 	fd int
 	mu sync.Mutex // guards n and makes a read and the count one step
 	n  int64      // bytes read from the pipe
 }
 
-func newRequestPipe(f *os.File) *requestPipe {
-	return &requestPipe{f: f, fd: int(f.Fd())} // Fd makes it blocking
+// NewRequestPipe reads f, the requests (Channel), through a count.
+func NewRequestPipe(f *os.File) *RequestPipe {
+	return &RequestPipe{f: f, fd: int(f.Fd())} // Fd makes it blocking
 }
 
-func (p *requestPipe) Read(b []byte) (int, error) {
+func (p *RequestPipe) Read(b []byte) (int, error) {
 	for {
-		// Wait outside the lock: mark must not wait for the manager.
+		// Wait outside the lock: Mark must not wait for the manager.
 		pfd := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
 		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
 			return 0, err
@@ -49,8 +50,8 @@ func (p *requestPipe) Read(b []byte) (int, error) {
 	}
 }
 
-// mark is how many bytes the manager has written to the pipe so far.
-func (p *requestPipe) mark() int64 {
+// Mark is how many bytes the manager has written to the pipe so far.
+func (p *RequestPipe) Mark() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.n + int64(pipeHolds(p.fd))

@@ -2,18 +2,7 @@ package sqldriver
 
 import (
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
-
-// pipeHolds is how many bytes the pipe fd holds (FIONREAD).
-func pipeHolds(fd int) int {
-	n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
-	if err != nil {
-		return 0
-	}
-	return n
-}
 
 // peakMemory is the process's peak resident memory, in bytes.
 func peakMemory() int64 {
