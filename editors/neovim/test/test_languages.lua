@@ -24,7 +24,7 @@ H.main(function()
     { "model.R", "r", "r", "cat(6 * 7)", "42" },
     { "q.sql", "sql", "sql", "SELECT 6 * 7 AS answer;", "42" },
     { "index.ts", "typescript", "typescript", "const n: number = 6 * 7; console.log(n)", "42" },
-    { "main.go", "go", "go", 'fmt.Println(6 * 7)', "42" },
+    { "main.go", "go", "go", "6 * 7", "42" },
   }
   for _, c in ipairs(cases) do
     local file, ft, lang, code, want = c[1], c[2], c[3], c[4], c[5]

@@ -61,20 +61,20 @@ H.main(function()
   end)
 
   H.test("a kernel that cannot start says why", function()
-    local buf = H.buffer("x.rb", "ruby", { "puts 1" })
+    local buf = H.buffer("x.cob", "cobol", { "DISPLAY 1." })
     local msgs = {}
     local orig = vim.notify
     vim.notify = function(m)
       table.insert(msgs, m)
     end
     local ex = cb.run_line(buf, 1)
-    cb.config.languages.ruby = "ruby"
+    cb.config.languages.cobol = "cobol"
     local ex2 = cb.run_line(buf, 1)
-    cb.config.languages.ruby = nil
+    cb.config.languages.cobol = nil
     vim.notify = orig
     H.eq(nil, ex)
     H.eq(nil, ex2)
-    H.check(msgs[1]:find("no cellbox language for filetype 'ruby'", 1, true), msgs[1])
+    H.check(msgs[1]:find("no cellbox language for filetype 'cobol'", 1, true), msgs[1])
     H.check(msgs[2]:find("kernel/start", 1, true), msgs[2])
   end)
 end)
