@@ -70,8 +70,10 @@ func TestKernelGo(t *testing.T) {
 		{"P{\"me\"}.Hi()", "", `"hi me"`},
 		{"up(\"ünï ✓\")", "", `"ÜNÏ ✓"`},
 		{"func f() (int, error) { return 3, nil }\nf()", "", "3 <nil>"},
-		{"func g() {}\ng()", "", ""},      // no value: nothing shown
-		{"import \"os\"\nn := 0", "", ""}, // unused import and variable
+		{"func g() {}\ng()", "", ""},                                   // no value: nothing shown
+		{"import \"os\"\nn := 0", "", ""},                              // unused import and variable
+		{"strconv.Itoa(6*7) + strings.Repeat(\"!\", 2)", "", `"42!!"`}, // standard packages imported as used
+		{"var sort = 1\nsort + 1", "", "2"},                            // unless the name is the code's own
 	} {
 		res, outs := execute(t, c, kid, step.code)
 		wantOK(t, res, outs)

@@ -6,6 +6,8 @@ import (
 	"go/parser"
 	"go/token"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -84,10 +86,15 @@ func (pr *program) source(p *parsed, file string, o genOptions) string {
 	used := usedNames(body.String())
 	var out strings.Builder
 	out.WriteString("package main\n\n")
+	declared := map[string]bool{}
 	for _, d := range pr.decls {
+		for _, k := range d.keys {
+			declared[k] = true
+		}
 		if d.importPath == "" || o.drop[d.importPath] {
 			continue
 		}
+		declared[d.importName] = true
 		if d.importName != "_" && d.importName != "." && !used[d.importName] {
 			continue
 		}
@@ -96,8 +103,35 @@ func (pr *program) source(p *parsed, file string, o genOptions) string {
 		}
 		out.WriteString(at(d.file, d.line, d.col) + d.text + "\n")
 	}
+	// A standard package the code uses without importing it is imported,
+	// as goimports (and so gonb) would: fmt.Println(x) in a cell runs.
+	var missing []string
+	for name := range used {
+		if path, ok := stdImports[name]; ok && !declared[name] && !o.drop[path] {
+			missing = append(missing, path)
+		}
+	}
+	sort.Strings(missing)
+	for _, path := range missing {
+		out.WriteString(at(generated, 5, 1) + "import " + strconv.Quote(path) + "\n")
+	}
 	out.WriteString(body.String())
 	return out.String()
+}
+
+// stdImports are the standard packages a cell may use without importing
+// them, by the name it uses them by.
+var stdImports = map[string]string{
+	"bufio": "bufio", "bytes": "bytes", "cmp": "cmp", "context": "context", "errors": "errors",
+	"fmt": "fmt", "io": "io", "iter": "iter", "log": "log", "maps": "maps", "math": "math",
+	"os": "os", "path": "path", "reflect": "reflect", "regexp": "regexp", "slices": "slices",
+	"sort": "sort", "strconv": "strconv", "strings": "strings", "sync": "sync", "time": "time",
+	"unicode": "unicode", "utf8": "unicode/utf8", "json": "encoding/json", "base64": "encoding/base64",
+	"hex": "encoding/hex", "csv": "encoding/csv", "filepath": "path/filepath", "rand": "math/rand/v2",
+	"big": "math/big", "bits": "math/bits", "cmplx": "math/cmplx", "http": "net/http", "url": "net/url",
+	"exec": "os/exec", "signal": "os/signal", "atomic": "sync/atomic", "heap": "container/heap",
+	"list": "container/list", "sha256": "crypto/sha256", "md5": "crypto/md5", "fs": "io/fs",
+	"template": "text/template", "tabwriter": "text/tabwriter", "debug": "runtime/debug", "runtime": "runtime",
 }
 
 // usedNames are the identifiers that qualify a selector (pkg.Name) in
