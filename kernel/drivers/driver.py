@@ -64,6 +64,7 @@ os.register_at_fork(after_in_child=_forked)
 
 
 WRITTEN = {1: 0, 2: 0}  # bytes our streams wrote to fds 1 and 2: stdoutBytes/stderrBytes
+WRITE_CODES = set()  # the code of our streams' raw writes (on_sigint)
 
 
 def text_stream(fd, name, line_buffering):
@@ -80,6 +81,7 @@ def text_stream(fd, name, line_buffering):
     # An instance attribute, not a subclass: raw stays an exact FileIO, which keeps
     # TextIOWrapper's fast paths (a FileIO subclass makes print ~15% slower).
     raw.write = counted_write
+    WRITE_CODES.add(counted_write.__code__)
     stream = io.TextIOWrapper(io.BufferedWriter(raw, 1 << 16), encoding="utf-8",
                               errors="backslashreplace", line_buffering=line_buffering)
     stream.mode = "w"
@@ -148,6 +150,8 @@ sys.argv = [""]
 BUSY = False       # user code runs on the main thread: SIGINT raises KeyboardInterrupt
 RECEIVED = FINISHED = 0  # executions received (reader thread) and ended (main thread)
 PENDING_INTERRUPT = False  # SIGINT came for the execution in progress, outside user code
+DEFERRED_SIGINT = None  # the execution a SIGINT came for during our streams' raw write (on_sigint)
+MAIN_THREAD = threading.get_ident()
 READ_LOCK = threading.Lock()
 READ_BYTES = 0     # bytes of requests read so far
 INTERRUPT_BEFORE = 0  # an execute request starting before this offset came before a SIGINT
@@ -166,6 +170,13 @@ def unread(fd):
 def on_sigint(signum, frame):
     global PENDING_INTERRUPT, INTERRUPT_BEFORE
     if BUSY:
+        if frame is not None and frame.f_code in WRITE_CODES:
+            # In our stream's raw write, whose bytes may have reached the fd: raised there, the
+            # KeyboardInterrupt would leave them in the BufferedWriter, which writes them again
+            # at the next flush. The reader thread signals again within 50 ms (reader_loop).
+            global DEFERRED_SIGINT
+            DEFERRED_SIGINT = EXEC_ID
+            return
         raise KeyboardInterrupt
     # Not in user code. Idle: ignore it (no stray KeyboardInterrupt later). But the manager may
     # have sent an execute just before: one still in the request pipe, or received and not
@@ -1592,7 +1603,7 @@ def handle(line, offset):
 
 
 def reader_loop():
-    global READ_BYTES
+    global READ_BYTES, DEFERRED_SIGINT
     block_sigint()
     buf = bytearray()
     offset = 0  # of buf[0] in the request stream
@@ -1612,6 +1623,10 @@ def reader_loop():
         if printing and time.monotonic() - flushed >= 0.05:
             flush_std()
             flushed = time.monotonic()
+        if DEFERRED_SIGINT is not None:  # on_sigint put it off; the write is over now
+            if BUSY and EXEC_ID == DEFERRED_SIGINT:  # (an execution that ended needs none)
+                signal.pthread_kill(MAIN_THREAD, signal.SIGINT)
+            DEFERRED_SIGINT = None
         if chunk is None:
             continue
         if not chunk:  # the manager closed the request pipe: exit 0
