@@ -42,6 +42,11 @@ type execution struct {
 	// asking: an input request of this execution waits for the client
 	// (guarded by Kernel.mu); a driver may have one at a time.
 	asking bool
+	// sent is closed once the execute request is written to the driver
+	// (or could not be): an interrupt waits for it, since a driver places
+	// a SIGINT among the requests it has, and one that comes before the
+	// request would be for no execution.
+	sent chan struct{}
 	// interruptAsk withdraws the question being asked (nil when none),
 	// answering it as interrupted (driverSpec.interruptInput; Kernel.mu).
 	interruptAsk func()
@@ -183,6 +188,7 @@ func (k *Kernel) run(e *execution) {
 	}
 	e.started = time.Now()
 	k.lastActivity = e.started
+	e.sent = make(chan struct{})
 	k.current = e
 	k.mu.Unlock()
 	k.out.begin(e.id, e.req.Sink, k.limits.OutputBytes)
@@ -202,6 +208,7 @@ func (k *Kernel) run(e *execution) {
 		t(k.m, r)
 	}
 	err := d.send(r)
+	close(e.sent)
 	if err != nil {
 		outErr = k.driverErr(err)
 	} else {
@@ -335,8 +342,9 @@ func (k *Kernel) Interrupt() error {
 	d, st, reason := k.drv, k.state, k.deadReason
 	var running string
 	var interruptAsk func()
+	var sent chan struct{}
 	if k.current != nil {
-		running, interruptAsk = k.current.id, k.current.interruptAsk
+		running, interruptAsk, sent = k.current.id, k.current.interruptAsk, k.current.sent
 	}
 	k.mu.Unlock()
 	if st == protocol.KernelStateDead || d == nil {
@@ -344,6 +352,12 @@ func (k *Kernel) Interrupt() error {
 	}
 	if running == "" {
 		return nil // nothing runs; a stray SIGINT would only race the next execution
+	}
+	if sent != nil {
+		select { // the request first (typescript's is transpiled before it goes)
+		case <-sent:
+		case <-time.After(tsWorkerTimeout + 5*time.Second):
+		}
 	}
 	if err := d.interrupt(running, k.runs(running)); err != nil {
 		return fmt.Errorf("interrupt kernel %s: %w", k.id, err)
