@@ -131,16 +131,16 @@ function needIR(t: TestContext): boolean {
   return false;
 }
 
-test("initialize lists the host's Jupyter kernels; an R file runs `cat(1+1)` in jupyter:ir and shows 2", async (t) => {
+test("initialize lists the host's Jupyter kernels; an R file runs in cellbox's r, and `cat(1+1)` in jupyter:ir shows 2", async (t) => {
   if (!needIR(t)) return;
   const ir = s.languages.find((l) => l.id === "jupyter:ir")!;
   assert.equal(ir.displayName, "R");
   assert.ok(ir.fileExtensions.includes(".R"), JSON.stringify(ir));
   assert.deepEqual(ir.unsupported, ["kernel/variables"]);
   const path = join(e.project, "analysis.R");
-  assert.equal(s.languageFor("r", path), "jupyter:ir");
+  assert.equal(s.languageFor("r", path), "r", "cellbox's own r wins over the Jupyter kernel of the same language");
   assert.equal(s.languageFor("python", join(e.project, "a.py")), "python");
-  const r = await s.run({ path, language: s.languageFor("r", path)!, code: "cat(1+1)", firstLine: 0, lastLine: 0, label: "analysis.R:1" });
+  const r = await s.run({ path, language: "jupyter:ir", code: "cat(1+1)", firstLine: 0, lastLine: 0, label: "analysis.R:1" });
   assert.equal(r.execution.status, "ok", JSON.stringify(r.execution));
   assert.deepEqual(r.execution.outputs, [{ kind: "stream", name: "stdout", text: "2" }]);
   assert.match(renderExecution(r.execution), /<pre class="stream stdout">2<\/pre>/);
@@ -185,7 +185,7 @@ test("variables: the view says a Jupyter kernel cannot list them, asks nothing a
   }
 });
 
-test("an R notebook (kernelspec ir) runs its cells in jupyter:ir; the controller offers R cells", async (t) => {
+test("an R notebook (kernelspec ir, language R) runs its cells in cellbox's r; the controller offers R cells", async (t) => {
   if (!needIR(t)) return;
   const nbc = new CellboxNotebookController(async () => s, (f) => {
     const d = c.onOutput(f);
@@ -213,7 +213,7 @@ test("an R notebook (kernelspec ir) runs its cells in jupyter:ir; the controller
       b.outputs.flatMap((o: any) => o.items.map((i: any) => `${i.mime}: ${i.text}`)),
       ["application/vnd.code.notebook.stdout: 42"],
     );
-    assert.equal(nbc.kernels.get(uri.toString())?.language, "jupyter:ir");
+    assert.equal(nbc.kernels.get(uri.toString())?.language, "r", "cellbox's own language of the kernelspec's language");
   } finally {
     nbc.dispose();
   }
