@@ -59,8 +59,11 @@ func (s *Server) execute(ctx context.Context, m *Message) (abort int) {
 	if err != nil {
 		ee := protocol.ExecuteError{Ename: "CellboxError", Evalue: err.Error(), Traceback: []string{"CellboxError: " + err.Error()}}
 		s.publish(m, "error", map[string]any{"ename": ee.Ename, "evalue": ee.Evalue, "traceback": ee.Traceback})
+		if c.StopOnError == nil || *c.StopOnError {
+			abort = len(s.shell) // before the reply: what the client sends after it runs
+		}
 		s.reply(m, "execute_reply", map[string]any{"status": "error", "execution_count": s.count, "ename": ee.Ename, "evalue": ee.Evalue, "traceback": ee.Traceback, "user_expressions": map[string]any{}, "payload": []any{}})
-		return len(s.shell)
+		return abort
 	}
 	e := &execution{req: m, id: NewID(), allowStdin: c.AllowStdin == nil || *c.AllowStdin, started: make(chan struct{}), ended: make(chan struct{}), code: c.Code}
 	s.mu.Lock()

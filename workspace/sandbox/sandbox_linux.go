@@ -382,6 +382,9 @@ func (s *Sandbox) watchInit() {
 		}
 	}()
 	_ = s.init.Wait()
+	s.mu.Lock()
+	s.closed = true // no more programs, though the reason may yet come
+	s.mu.Unlock()
 	// The init's last message (why its spawner ended) may still be on its
 	// way: its socket ends once the init and the spawner are gone.
 	select {
@@ -466,15 +469,20 @@ func (s *Sandbox) InitPID() int { return s.init.Process.Pid }
 // Done is closed when the sandbox has ended (closed, or its init died).
 func (s *Sandbox) Done() <-chan struct{} { return s.done }
 
-// Err says why the sandbox ended; nil while it runs.
+// Err says why the sandbox ended; nil while it runs. It is not nil from
+// the moment the sandbox takes no more programs (closed, or its init
+// found dead), before Done is closed: a caller told that one of its
+// programs died with the sandbox must not be handed it again.
 func (s *Sandbox) Err() error {
-	select {
-	case <-s.done:
-		s.mu.Lock()
-		defer s.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !s.closed:
+		return nil
+	case s.initErr != nil:
 		return s.initErr
 	default:
-		return nil
+		return ErrClosed
 	}
 }
 
