@@ -36,6 +36,10 @@ const (
 	NetworkModeNone NetworkMode = "none"
 	// NetworkModeHost: the host's network.
 	NetworkModeHost NetworkMode = "host"
+	// NetworkModeAllowlist: a network namespace whose programs reach the
+	// outside only through the daemon's proxies, to what the rules allow
+	// (§9).
+	NetworkModeAllowlist NetworkMode = "allowlist"
 )
 
 // Limits bound a kernel's sandbox (§4). Every field has a documented default
@@ -76,8 +80,13 @@ type KernelStartParams struct {
 	Limits *Limits           `json:"limits,omitempty"`
 	// Sandbox defaults to required.
 	Sandbox SandboxMode `json:"sandbox,omitempty"`
-	// Network of the workspace's sandbox. Extension: defaults to none.
+	// Network of the workspace's sandbox. Extension: absent, a new
+	// sandbox has none and a running one keeps what it has (none or
+	// allowlist, with its rules); "none" or "allowlist" set the
+	// workspace's network as workspace/setNetwork does.
 	Network NetworkMode `json:"network,omitempty"`
+	// Allow is the allowlist's rules (§9), with network "allowlist".
+	Allow []string `json:"allow,omitempty"`
 	// WorkDoneToken asks for $/progress while the kernel starts.
 	WorkDoneToken ProgressToken `json:"workDoneToken,omitempty"`
 	// Interpreter is the absolute host path of the interpreter to run, for

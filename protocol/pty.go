@@ -38,6 +38,9 @@ type PtyOpenParams struct {
 	// Encoding of pty/output data: utf8 (the default) or base64 for
 	// byte-exact binary. Extension: pty/write data uses it too.
 	Encoding Encoding `json:"encoding,omitempty"`
+	// Network and Allow are kernel/start's (§9). Extension.
+	Network NetworkMode `json:"network,omitempty"`
+	Allow   []string    `json:"allow,omitempty"`
 }
 
 // PtyOpenResult is the result of `pty/open`.

@@ -61,6 +61,10 @@ type Server interface {
 
 	// §6 Daemon.
 	DaemonStats(context.Context, *DaemonStatsParams) (*DaemonStats, error)
+
+	// §9 Network and packages.
+	WorkspaceSetNetwork(context.Context, *WorkspaceSetNetworkParams) (*Empty, error)
+	WorkspaceInstall(context.Context, *WorkspaceInstallParams) (*WorkspaceInstallResult, error)
 }
 
 // Client is every server-to-client message of PROTOCOL.md: notifications,
@@ -73,4 +77,5 @@ type Client interface {
 	KernelInputRequest(context.Context, *KernelInputRequestParams) (*KernelInputReply, error)
 	PtyOutput(context.Context, *PtyOutputParams) error
 	PtyExit(context.Context, *PtyExitParams) error
+	NetworkBlocked(context.Context, *NetworkBlockedParams) error
 }

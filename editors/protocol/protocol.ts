@@ -708,13 +708,19 @@ export const SandboxMode = {
 } as const;
 
 /** NetworkMode is the network a sandbox sees. */
-export type NetworkMode = "none" | "host";
+export type NetworkMode = "none" | "host" | "allowlist";
 /** Values of {@link NetworkMode}. */
 export const NetworkMode = {
   /** None: a network namespace with only loopback. */
   None: "none",
   /** Host: the host's network. */
   Host: "host",
+  /**
+   * Allowlist: a network namespace whose programs reach the
+   * outside only through the daemon's proxies, to what the rules allow
+   * (§9).
+   */
+  Allowlist: "allowlist",
 } as const;
 
 /**
@@ -763,8 +769,15 @@ export interface KernelStartParams {
   limits?: Limits;
   /** sandbox defaults to required. */
   sandbox?: SandboxMode;
-  /** network of the workspace's sandbox. Extension: defaults to none. */
+  /**
+   * network of the workspace's sandbox. Extension: absent, a new
+   * sandbox has none and a running one keeps what it has (none or
+   * allowlist, with its rules); "none" or "allowlist" set the
+   * workspace's network as workspace/setNetwork does.
+   */
   network?: NetworkMode;
+  /** allow is the allowlist's rules (§9), with network "allowlist". */
+  allow?: string[];
   /** workDoneToken asks for $/progress while the kernel starts. */
   workDoneToken?: ProgressToken;
   /**
@@ -1220,6 +1233,9 @@ export interface PtyOpenParams {
    * byte-exact binary. Extension: pty/write data uses it too.
    */
   encoding?: Encoding;
+  /** network and Allow are kernel/start's (§9). Extension. */
+  network?: NetworkMode;
+  allow?: string[];
 }
 
 /** PtyOpenResult is the result of `pty/open`. */
@@ -1348,14 +1364,93 @@ export interface LatencyMs {
   p99: number;
 }
 
+/** WorkspaceSetNetworkParams are the params of `workspace/setNetwork`. */
+export interface WorkspaceSetNetworkParams {
+  workspaceId: string;
+  /**
+   * network is "none" or "allowlist" ("host" is a sandbox of another
+   * kind: kernel/start asks for it).
+   */
+  network: NetworkMode;
+  /**
+   * allow replaces the workspace's rules: "host", "*.domain",
+   * "host:port", or an IP literal or CIDR with an optional port.
+   */
+  allow?: string[];
+}
+
+/**
+ * NetworkBlockedParams are the params of the `network/blocked`
+ * notification: a connection a program of the workspace tried and the
+ * daemon refused.
+ */
+export interface NetworkBlockedParams {
+  workspaceId: string;
+  /** host is the name or address the program asked for, as it asked. */
+  host: string;
+  port: number;
+  /**
+   * reason is a sentence for the user ("pypi.org is not in the
+   * allowlist").
+   */
+  reason: string;
+  /**
+   * kernelId and ExecutionID name the execution that asked, when one
+   * kernel of the workspace was running one (a proxy sees a connection,
+   * not a process). Extension: Rule is the rule that would allow it
+   * ("host:port"), for an editor's "allow" action.
+   */
+  kernelId?: string;
+  executionId?: string;
+  rule?: string;
+}
+
+/** PackageManager names a package manager of workspace/install. */
+export type PackageManager = "pip" | "npm";
+/** Values of {@link PackageManager}. */
+export const PackageManager = {
+  Pip: "pip",
+  Npm: "npm",
+} as const;
+
+/** WorkspaceInstallParams are the params of `workspace/install`. */
+export interface WorkspaceInstallParams {
+  workspaceId: string;
+  manager: PackageManager;
+  /**
+   * packages are requirement specifiers as the manager takes them
+   * ("requests==2.31.0", "lodash@4"); options are refused.
+   */
+  packages: string[];
+  workDoneToken?: ProgressToken;
+}
+
+/** InstalledPackage is one package of workspace/install's result. */
+export interface InstalledPackage {
+  name: string;
+  version: string;
+}
+
+/** WorkspaceInstallResult is the result of `workspace/install`. */
+export interface WorkspaceInstallResult {
+  /**
+   * installed are the packages the install put into /env (the requested
+   * ones and their dependencies).
+   */
+  installed: InstalledPackage[];
+  /** cacheHits counts the package files the daemon's cache already held. */
+  cacheHits: number;
+  downloadedBytes: number;
+  durationMs: number;
+}
+
 /**
  * The params and result types of every client-to-server request, by method
  * (protocol.Server). Params `void`: the method takes none; result `null`:
  * it answers null.
  *
  * The methods of PROTOCOL.md that this daemon does not implement yet (such
- * requests answer -32601) are in none of these maps: `workspace/setNetwork`,
- * `network/blocked`, `workspace/install`, `workspace/exportGit`,
+ * requests answer -32601) are in none of these maps: `workspace/exportGit`,
  * `workspace/fork`, `workspace/exposePort`, `workspace/unexposePort`,
  * `workspace/previews`, `workspace/export`.
  */
@@ -1402,6 +1497,8 @@ export interface Requests {
   "pty/ack": { params: PtyAckParams; result: Empty };
   "pty/close": { params: PtyIDParams; result: Empty };
   "daemon/stats": { params: DaemonStatsParams; result: DaemonStats };
+  "workspace/setNetwork": { params: WorkspaceSetNetworkParams; result: Empty };
+  "workspace/install": { params: WorkspaceInstallParams; result: WorkspaceInstallResult };
 }
 
 /** The params type of every client-to-server notification, by method. */
@@ -1430,6 +1527,7 @@ export interface ServerNotifications {
   "kernel/status": KernelStatusParams;
   "pty/output": PtyOutputParams;
   "pty/exit": PtyExitParams;
+  "network/blocked": NetworkBlockedParams;
 }
 
 export type RequestMethod = keyof Requests;

@@ -57,7 +57,7 @@ var clientNotifications = map[string]string{
 // sections; any other file of the package follows, sorted by name.
 var fileOrder = []string{
 	"doc.go", "methods.go", "errors.go", "lifecycle.go",
-	"workspace.go", "fs.go", "kernel.go", "pty.go", "daemon.go",
+	"workspace.go", "fs.go", "kernel.go", "pty.go", "daemon.go", "network.go",
 }
 
 // overrides give the client type of Go types that can say no better than

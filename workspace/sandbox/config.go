@@ -28,7 +28,7 @@ type Network string
 
 // Network modes.
 const (
-	NetworkNone Network = "none" // a network namespace with only loopback, up
+	NetworkNone Network = "none" // a network namespace of its own: loopback, and the daemon's listeners
 	NetworkHost Network = "host" // the host's network namespace
 )
 
@@ -46,6 +46,9 @@ type Config struct {
 	Scratch string
 	// Network is NetworkNone unless the user asked for the host's.
 	Network Network
+	// Env is a host directory shown read-write at /env (EnvPath): the
+	// workspace's installed packages. "": none.
+	Env string
 	// ReadOnly are extra host paths bound read-only at the same path, for
 	// interpreters installed outside /usr (for example ~/.pyenv).
 	ReadOnly []string
@@ -194,3 +197,31 @@ func DefaultEnv() []string {
 		"TMPDIR=/tmp",
 	}
 }
+
+// EnvPath is where Config.Env is in the sandbox.
+const EnvPath = "/env"
+
+// A Listener is a TCP socket the init of a sandbox with a network
+// namespace of its own (every network but host) listens on, on
+// 127.0.0.1 in that namespace, and hands to the daemon, which serves it
+// (Sandbox.Listener): the only way out of the namespace. The socket is the
+// sandbox's identity; nothing in the sandbox serves it.
+type Listener struct {
+	Name string
+	Port uint16
+}
+
+// Listeners are the sandbox's listeners: the HTTP proxy, the SOCKS5 proxy
+// and the package index.
+var Listeners = []Listener{
+	{ListenerHTTPProxy, 3128},
+	{ListenerSOCKS, 1080},
+	{ListenerPackages, 3141},
+}
+
+// Names of Listeners.
+const (
+	ListenerHTTPProxy = "http"
+	ListenerSOCKS     = "socks"
+	ListenerPackages  = "packages"
+)

@@ -166,7 +166,15 @@ func initMain([]string) int {
 	}
 	goW.Close() // go
 
-	if err := ctl.send(&msg{Op: "built", Layers: layers, SelfMissing: prep.selfMissing}); err != nil {
+	// The listeners go to the daemon, which serves them; this process
+	// keeps no copy (nothing in the sandbox holds them).
+	lfds := make([]int, len(prep.listeners))
+	for i, f := range prep.listeners {
+		lfds[i] = int(f.Fd())
+	}
+	err = ctl.send(&msg{Op: "built", Layers: layers, SelfMissing: prep.selfMissing}, lfds...)
+	closeAll(prep.listeners)
+	if err != nil {
 		return 1
 	}
 	return reap(ctl, sp.Process.Pid)

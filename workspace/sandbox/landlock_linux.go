@@ -23,7 +23,8 @@ import (
 //	ABI 1 (5.13)  file access outside ro/rw; writes below ro
 //	ABI 2 (5.19)  renames and links across directories outside rw
 //	ABI 3 (6.2)   truncation outside rw
-//	ABI 4 (6.7)   TCP bind and connect, unless allowNet
+//	ABI 4 (6.7)   TCP bind and connect, unless allowNet (connect to the
+//	              daemon's Listeners' ports stays allowed)
 //	ABI 5 (6.10)  ioctl on devices opened outside rw
 //	ABI 6 (6.12)  connecting to abstract unix sockets and signalling
 //	              processes outside the domain (always, even with allowNet)
@@ -105,6 +106,11 @@ func installLandlock(ro, rw []string, allowNet bool) error {
 	cfg := landlock.V11
 	if allowNet {
 		cfg.HandledAccessNet = 0
+	} else {
+		// The way out: the daemon's listeners (TCP connect to their ports).
+		for _, l := range Listeners {
+			rules = append(rules, landlock.ConnectTCP(l.Port))
+		}
 	}
 	if err := cfg.BestEffort().Restrict(rules...); err != nil {
 		return fmt.Errorf("landlock ABI %d: restrict: %w", abi, err)

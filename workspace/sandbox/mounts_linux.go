@@ -51,6 +51,9 @@ type prepared struct {
 	layers *Layers
 	// selfMissing says why SelfPath is missing, when it is.
 	selfMissing string
+	// listeners are the Listeners' sockets, in their order, for the
+	// daemon (none with the host's network).
+	listeners []*os.File
 }
 
 // prepareRoot builds everything of the root that does not depend on the
@@ -92,7 +95,7 @@ func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err er
 	}
 	root := "/proc/self/fd/" + strconv.Itoa(mfd)
 	in := func(p string) string { return filepath.Join(root, p) }
-	for _, d := range []string{"usr", "etc", "proc", "dev", "tmp", "workspace", "home/" + SandboxUser, "run", "var/tmp", "root", "mnt", "opt"} {
+	for _, d := range []string{"usr", "etc", "proc", "dev", "tmp", "workspace", "env", "home/" + SandboxUser, "run", "var/tmp", "root", "mnt", "opt"} {
 		if err := os.MkdirAll(in(d), 0o755); err != nil {
 			return nil, fmt.Errorf("mkdir %s in the sandbox root: %w", d, err)
 		}
@@ -232,14 +235,18 @@ func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err er
 	if err := unix.Sethostname([]byte(Hostname)); err != nil {
 		return nil, fmt.Errorf("sethostname: %w", err)
 	}
+	var listeners []*os.File
 	if cfg.Network != NetworkHost {
 		if err := loopbackUp(); err != nil {
 			return nil, err
 		}
 		layers.NetworkNamespace = true
+		if listeners, err = listen(); err != nil {
+			return nil, err
+		}
 	}
 
-	return &prepared{mfd: mfd, root: root, layers: layers, selfMissing: selfMissing}, nil
+	return &prepared{mfd: mfd, root: root, layers: layers, selfMissing: selfMissing, listeners: listeners}, nil
 }
 
 // finishRoot mounts the workspace into a prepared root and enters it.
@@ -250,6 +257,12 @@ func finishRoot(pr *prepared, ic *initConfig, lower *os.File) (*Layers, error) {
 	// /workspace.
 	if err := mountWorkspace(ic, lower, root, in("workspace"), layers); err != nil {
 		return nil, err
+	}
+
+	if ic.Env != "" {
+		if err := bindOrAttach(ic.tree("env"), ic.Env, in(strings.TrimPrefix(EnvPath, "/")), false); err != nil {
+			return nil, fmt.Errorf("mount the workspace's environment at %s: %w", EnvPath, err)
+		}
 	}
 
 	for _, p := range ic.Hide {
@@ -450,6 +463,32 @@ func mkTarget(path string, dir bool) error {
 		f.Close()
 	}
 	return nil
+}
+
+// listen makes the Listeners' sockets on 127.0.0.1 of this process's
+// network namespace. They are close-on-exec: the spawner and the programs
+// never have them.
+func listen() (_ []*os.File, err error) {
+	var files []*os.File
+	defer func() {
+		if err != nil {
+			closeAll(files)
+		}
+	}()
+	for _, l := range Listeners {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("socket for the %s listener: %w", l.Name, err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), l.Name))
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(l.Port), Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return nil, fmt.Errorf("bind the %s listener to 127.0.0.1:%d: %w", l.Name, l.Port, err)
+		}
+		if err := unix.Listen(fd, 128); err != nil {
+			return nil, fmt.Errorf("listen on 127.0.0.1:%d: %w", l.Port, err)
+		}
+	}
+	return files, nil
 }
 
 // loopbackUp brings lo up: a new network namespace starts with it down.

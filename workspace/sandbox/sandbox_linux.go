@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,10 @@ type Sandbox struct {
 
 	done    chan struct{} // closed when the init has exited
 	initErr error         // why, when it died on its own; read after done
+
+	// listeners are the sandbox's Listeners by name (none with the host's
+	// network); closed when the sandbox ends.
+	listeners map[string]net.Listener
 
 	mu     sync.Mutex // guards the fields below
 	procs  map[uint64]*Process
@@ -283,6 +288,11 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 		if err != nil {
 			return nil, err
 		}
+		if cfg.Env != "" {
+			if err := clone("env", cfg.Env); err != nil {
+				return nil, err
+			}
+		}
 		if cfg.Mode != ModeScratch {
 			tree, err := idmappedTree(cfg.Project, l.cmd.Process.Pid, l.ids)
 			if err != nil {
@@ -313,7 +323,16 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 		err error
 	}
 	ctlc, spc := make(chan result, 1), make(chan result, 1)
-	go func() { m, files, err := s.ctl.recv(); closeAll(files); ctlc <- result{m, err} }()
+	var listenerFiles []*os.File
+	go func() {
+		m, files, err := s.ctl.recv()
+		if err == nil && m.Op == "built" {
+			listenerFiles = files // read after ctlc
+		} else {
+			closeAll(files)
+		}
+		ctlc <- result{m, err}
+	}()
 	go func() { m, files, err := s.sp.recv(); closeAll(files); spc <- result{m, err} }()
 	var built, ready *msg
 	for built == nil || ready == nil {
@@ -332,6 +351,9 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 			return nil, fmt.Errorf("build the sandbox: %w (init stderr: %s)", ctx.Err(), strings.TrimSpace(l.stderr.String()))
 		}
 	}
+	if err := s.takeListeners(listenerFiles); err != nil {
+		return nil, err
+	}
 	if built.Layers != nil {
 		s.layers = *built.Layers
 	}
@@ -342,6 +364,7 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 		s.layers.Reason = ready.Layers.Reason
 	}
 	if cfg.RequireLandlock && !s.layers.Landlock {
+		s.closeListeners()
 		return nil, &LayerError{Layer: "landlock", Reason: s.layers.Reason}
 	}
 	go s.watchInit()
@@ -405,6 +428,7 @@ func (s *Sandbox) watchInit() {
 	for _, p := range procs {
 		p.finish(ExitStatus{Code: -1, Signal: syscall.SIGKILL}, err)
 	}
+	s.closeListeners()
 	s.ctl.close()
 	s.sp.close()
 	close(s.done)
@@ -468,6 +492,39 @@ func (s *Sandbox) InitPID() int { return s.init.Process.Pid }
 
 // Done is closed when the sandbox has ended (closed, or its init died).
 func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
+// takeListeners turns the init's listening sockets into the sandbox's
+// listeners: none, or one for each of Listeners, in order.
+func (s *Sandbox) takeListeners(files []*os.File) error {
+	defer closeAll(files) // net.FileListener dups
+	if len(files) == 0 {
+		return nil
+	}
+	if len(files) != len(Listeners) {
+		return fmt.Errorf("the sandbox's init sent %d listeners, not %d", len(files), len(Listeners))
+	}
+	s.listeners = make(map[string]net.Listener, len(files))
+	for i, f := range files {
+		l, err := net.FileListener(f)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("the sandbox's %s listener: %w", Listeners[i].Name, err)
+		}
+		s.listeners[Listeners[i].Name] = l
+	}
+	return nil
+}
+
+func (s *Sandbox) closeListeners() {
+	for _, l := range s.listeners {
+		l.Close()
+	}
+}
+
+// Listener returns the sandbox's listener of that name (see Listeners),
+// or nil when the sandbox has the host's network. The caller serves it;
+// it is closed when the sandbox ends.
+func (s *Sandbox) Listener(name string) net.Listener { return s.listeners[name] }
 
 // Err says why the sandbox ended; nil while it runs. It is not nil from
 // the moment the sandbox takes no more programs (closed, or its init

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"net"
 	"os"
 	"syscall"
 )
@@ -27,6 +28,7 @@ func (s *Sandbox) Layers() Layers                                { return Layers
 func (s *Sandbox) InitPID() int                                  { return 0 }
 func (s *Sandbox) Err() error                                    { return ErrLinuxOnly }
 func (s *Sandbox) Done() <-chan struct{}                         { c := make(chan struct{}); close(c); return c }
+func (s *Sandbox) Listener(string) net.Listener                  { return nil }
 
 func (p *Process) Wait() (ExitStatus, error)       { return ExitStatus{}, ErrLinuxOnly }
 func (p *Process) Exited() <-chan struct{}         { c := make(chan struct{}); close(c); return c }

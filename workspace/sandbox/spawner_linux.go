@@ -34,7 +34,7 @@ import (
 // (even were a read-only mount made writable).
 var (
 	landlockRO = []string{"/"}
-	landlockRW = []string{"/workspace", "/tmp", "/var/tmp", "/dev/shm", SandboxHome, "/dev/pts", "/dev/ptmx", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
+	landlockRW = []string{"/workspace", EnvPath, "/tmp", "/var/tmp", "/dev/shm", SandboxHome, "/dev/pts", "/dev/ptmx", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
 )
 
 // prlimitPath is util-linux's prlimit inside the sandbox.

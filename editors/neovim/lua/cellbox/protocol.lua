@@ -174,6 +174,7 @@ M.enums = {
   NetworkMode = {
     None = "none", -- None: a network namespace with only loopback.
     Host = "host", -- Host: the host's network.
+    Allowlist = "allowlist", -- Allowlist: a network namespace whose programs reach the outside only through the daemon's proxies, to what the rules allow (§9).
   },
   ExecutionStatus = {
     OK = "ok",
@@ -205,6 +206,10 @@ M.enums = {
     Busy = "busy",
     Restarting = "restarting",
     Dead = "dead",
+  },
+  PackageManager = {
+    Pip = "pip",
+    Npm = "npm",
   },
 }
 
@@ -552,7 +557,7 @@ M.enums = {
 ---@alias cellbox.SandboxMode "required"|"best-effort"
 
 --- NetworkMode is the network a sandbox sees.
----@alias cellbox.NetworkMode "none"|"host"
+---@alias cellbox.NetworkMode "none"|"host"|"allowlist"
 
 --- Limits bound a kernel's sandbox (§4). Every field has a documented default
 --- and maximum; 0 or absent means the default, and a value over the maximum is
@@ -575,7 +580,8 @@ M.enums = {
 ---@field env? table<string, string> env is added to the kernel's environment.
 ---@field limits? cellbox.Limits
 ---@field sandbox? cellbox.SandboxMode sandbox defaults to required.
----@field network? cellbox.NetworkMode network of the workspace's sandbox. Extension: defaults to none.
+---@field network? cellbox.NetworkMode network of the workspace's sandbox. Extension: absent, a new sandbox has none and a running one keeps what it has (none or allowlist, with its rules); "none" or "allowlist" set the workspace's network as workspace/setNetwork does.
+---@field allow? string[] allow is the allowlist's rules (§9), with network "allowlist".
 ---@field workDoneToken? cellbox.ProgressToken workDoneToken asks for $/progress while the kernel starts.
 ---@field interpreter? string interpreter is the absolute host path of the interpreter to run, for the kernels that run one: python, javascript, typescript (node), bash, ruby and r (Rscript). Extension: absent, a python kernel of a workspace whose project holds a virtual environment (.venv or venv) runs its python (else the pyenv version its .python-version names), and a javascript or typescript kernel of a project with .nvmrc or .node-version runs that node version (installed by nvm, asdf or fnm); else the host's (initialize's languages[].version). An interpreter outside /usr has its prefix bound read-only into the sandbox. A path that is not an executable of the kernel's language gets -32602.
 
@@ -808,6 +814,8 @@ M.enums = {
 ---@field env? table<string, string> env is added to the terminal's environment.
 ---@field cwd? string cwd is relative to the workspace; absent: its root.
 ---@field encoding? cellbox.Encoding encoding of pty/output data: utf8 (the default) or base64 for byte-exact binary. Extension: pty/write data uses it too.
+---@field network? cellbox.NetworkMode network and Allow are kernel/start's (§9). Extension.
+---@field allow? string[]
 
 --- PtyOpenResult is the result of `pty/open`.
 ---@class cellbox.PtyOpenResult
@@ -887,5 +895,45 @@ M.enums = {
 ---@class cellbox.LatencyMs
 ---@field p50 number
 ---@field p99 number
+
+--- WorkspaceSetNetworkParams are the params of `workspace/setNetwork`.
+---@class cellbox.WorkspaceSetNetworkParams
+---@field workspaceId string
+---@field network cellbox.NetworkMode network is "none" or "allowlist" ("host" is a sandbox of another kind: kernel/start asks for it).
+---@field allow? string[] allow replaces the workspace's rules: "host", "*.domain", "host:port", or an IP literal or CIDR with an optional port.
+
+--- NetworkBlockedParams are the params of the `network/blocked`
+--- notification: a connection a program of the workspace tried and the
+--- daemon refused.
+---@class cellbox.NetworkBlockedParams
+---@field workspaceId string
+---@field host string host is the name or address the program asked for, as it asked.
+---@field port integer
+---@field reason string reason is a sentence for the user ("pypi.org is not in the allowlist").
+---@field kernelId? string kernelId and ExecutionID name the execution that asked, when one kernel of the workspace was running one (a proxy sees a connection, not a process). Extension: Rule is the rule that would allow it ("host:port"), for an editor's "allow" action.
+---@field executionId? string
+---@field rule? string
+
+--- PackageManager names a package manager of workspace/install.
+---@alias cellbox.PackageManager "pip"|"npm"
+
+--- WorkspaceInstallParams are the params of `workspace/install`.
+---@class cellbox.WorkspaceInstallParams
+---@field workspaceId string
+---@field manager cellbox.PackageManager
+---@field packages string[] packages are requirement specifiers as the manager takes them ("requests==2.31.0", "lodash@4"); options are refused.
+---@field workDoneToken? cellbox.ProgressToken
+
+--- InstalledPackage is one package of workspace/install's result.
+---@class cellbox.InstalledPackage
+---@field name string
+---@field version string
+
+--- WorkspaceInstallResult is the result of `workspace/install`.
+---@class cellbox.WorkspaceInstallResult
+---@field installed cellbox.InstalledPackage[] installed are the packages the install put into /env (the requested ones and their dependencies).
+---@field cacheHits integer cacheHits counts the package files the daemon's cache already held.
+---@field downloadedBytes integer
+---@field durationMs integer
 
 return M
