@@ -32,6 +32,7 @@ type upstream struct {
 	pages map[string]page   // by path
 	hits  map[string]int    // by path
 	hook  func(path string) // called before a file is answered, if set
+	fail  int               // when set, every request is answered with this status
 }
 
 type page struct {
@@ -46,8 +47,12 @@ func newUpstream(t *testing.T) *upstream {
 		u.mu.Lock()
 		p, ok := u.pages[r.URL.EscapedPath()]
 		u.hits[r.URL.EscapedPath()]++
-		hook := u.hook
+		hook, fail := u.hook, u.fail
 		u.mu.Unlock()
+		if fail != 0 {
+			http.Error(w, "failing", fail)
+			return
+		}
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -66,6 +71,12 @@ func (u *upstream) set(path, ctype string, body []byte) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.pages[path] = page{ctype, body}
+}
+
+func (u *upstream) failWith(status int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.fail = status
 }
 
 func (u *upstream) count(path string) int {

@@ -206,16 +206,13 @@ func TestPyPIUpstream5xxServesKept(t *testing.T) {
 	newPyPIFixture(up, "html")
 	_, srv, _ := setup(t, Options{PyPI: up.URL + "/simple/"})
 	_, first := get(t, srv.URL+"/pypi/simple/demo-pkg/", "")
-	up.set("/simple/demo-pkg/", "text/html", nil)
-	up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "down", http.StatusServiceUnavailable)
-	})
+	up.failWith(http.StatusServiceUnavailable)
 	status, again := get(t, srv.URL+"/pypi/simple/demo-pkg/", "")
 	if status != 200 || string(again) != string(first) {
 		t.Errorf("after a 503: %d %s", status, again)
 	}
 	// A 404 upstream is a 404: the project is not there.
-	up.Config.Handler = http.NotFoundHandler()
+	up.failWith(http.StatusNotFound)
 	if status, _ := get(t, srv.URL+"/pypi/simple/demo-pkg/", ""); status != 404 {
 		t.Errorf("after a 404: %d", status)
 	}
