@@ -24,6 +24,7 @@ func TestImportDirection(t *testing.T) {
 		"pty":                           {"workspace", "protocol"},
 		"workspace":                     {"workspace/sandbox", "protocol"},
 		"workspace/sandbox":             {},
+		"workspace/network":             {},
 		"workspace/sandbox/sandboxtest": {},
 		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
 	}
@@ -57,8 +58,8 @@ func TestImportDirection(t *testing.T) {
 	if seen < 4 {
 		t.Fatalf("checked only %d packages; go list output:\n%s", seen, out)
 	}
-	// protocol and workspace/sandbox import nothing of ours, even indirectly.
-	for _, pkg := range []string{"protocol", "workspace/sandbox"} {
+	// protocol, workspace/sandbox and workspace/network import nothing of ours, even indirectly.
+	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/network"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)
