@@ -114,6 +114,7 @@ func TestReadClientHello(t *testing.T) {
 		{"truncated", hello[:len(hello)/2], "example.com", false},
 		{"http", []byte("GET / HTTP/1.1\r\nHost: example.com\r\n\r\n"), "example.com", false},
 		{"no sni, ip target", clientHello(t, ""), "127.0.0.1", true},
+		{"sni, ip target", hello, "127.0.0.1", false}, // a name present must be the target's
 		{"no sni, name target", clientHello(t, ""), "example.com", false},
 		{"huge record", append([]byte{0x16, 3, 1, 0x40, 0}, make([]byte, 20<<10)...), "example.com", false},
 	} {
