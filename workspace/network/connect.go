@@ -31,14 +31,20 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		connectError(w, http.StatusBadGateway, reason)
 		return
 	}
-	target, err := s.dialChecked(ctx, addrs, port)
-	if err != nil {
-		connectError(w, http.StatusBadGateway, "cannot connect to "+hostPort(host, port)+": "+err.Error())
-		return
+	// For port 443 nothing is dialled before the ClientHello's name is
+	// checked (tunnel); elsewhere a dial that fails is a 502.
+	var target net.Conn
+	if port != 443 {
+		if target, err = s.dialChecked(ctx, addrs, port); err != nil {
+			connectError(w, http.StatusBadGateway, "cannot connect to "+hostPort(host, port)+": "+err.Error())
+			return
+		}
 	}
 	client, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		_ = target.Close()
+		if target != nil {
+			_ = target.Close()
+		}
 		connectError(w, http.StatusInternalServerError, "cannot take over the connection")
 		return
 	}
@@ -51,10 +57,12 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		_ = client.Close()
-		_ = target.Close()
+		if target != nil {
+			_ = target.Close()
+		}
 		return
 	}
-	s.tunnel(client, clientR, target, host, port, "connect")
+	s.tunnel(client, clientR, target, func() (net.Conn, error) { return s.dialChecked(s.ctx, addrs, port) }, host, port, "connect")
 }
 
 // connectError answers a CONNECT that gets no tunnel, and closes.
@@ -64,11 +72,12 @@ func connectError(w http.ResponseWriter, status int, text string) {
 	http.Error(w, text, status)
 }
 
-// tunnel runs an accepted tunnel: for port 443 it first reads the client's
-// ClientHello (bounded in size and time) and refuses one that names another
-// server, or a stream that is not TLS; then it replays what it read and
-// splices both ways. It closes both connections.
-func (s *Server) tunnel(client net.Conn, clientR io.Reader, target net.Conn, host string, port int, via string) {
+// tunnel runs an accepted tunnel to target, or, when target is nil, to
+// what dial connects: for port 443 it first reads the client's ClientHello
+// (bounded in size and time) and refuses one that names another server,
+// or a stream that is not TLS, before anything is dialled; then it replays
+// what it read and splices both ways. It closes both connections.
+func (s *Server) tunnel(client net.Conn, clientR io.Reader, target net.Conn, dial func() (net.Conn, error), host string, port int, via string) {
 	if port == 443 {
 		_ = client.SetReadDeadline(time.Now().Add(s.o.HandshakeTimeout))
 		serverName, read, err := readClientHello(s.ctx, clientR)
@@ -76,10 +85,20 @@ func (s *Server) tunnel(client net.Conn, clientR io.Reader, target net.Conn, hos
 		if reason := checkSNI(host, serverName, err); reason != "" {
 			s.blocked(Blocked{Host: truncate(host, 255), Port: port, Reason: reason, Via: via})
 			_ = client.Close()
-			_ = target.Close()
+			if target != nil {
+				_ = target.Close()
+			}
 			return
 		}
 		clientR = io.MultiReader(bytes.NewReader(read), clientR)
+	}
+	if target == nil {
+		var err error
+		if target, err = dial(); err != nil {
+			s.o.Logger.Debug("network: dial after the ClientHello failed", "host", host, "port", port, "err", err)
+			_ = client.Close()
+			return
+		}
 	}
 	s.splice(client, clientR, target)
 }

@@ -212,16 +212,20 @@ func (s *Server) serveSOCKSConn(c net.Conn) {
 		_ = c.Close()
 		return
 	}
-	target, err := s.dialChecked(s.ctx, addrs, req.port)
-	if err != nil {
-		writeSocksReply(c, dialReply(err))
-		_ = c.Close()
-		return
+	// For port 443 nothing is dialled before the ClientHello's name is
+	// checked (tunnel); elsewhere a dial that fails gets its reply.
+	var target net.Conn
+	if req.port != 443 {
+		if target, err = s.dialChecked(s.ctx, addrs, req.port); err != nil {
+			writeSocksReply(c, dialReply(err))
+			_ = c.Close()
+			return
+		}
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(s.o.HandshakeTimeout))
 	writeSocksReply(c, replySuccess)
 	_ = c.SetWriteDeadline(time.Time{})
-	s.tunnel(c, c, target, req.host, req.port, "socks")
+	s.tunnel(c, c, target, func() (net.Conn, error) { return s.dialChecked(s.ctx, addrs, req.port) }, req.host, req.port, "socks")
 }
 
 // dialReply maps a dial error to a SOCKS reply.

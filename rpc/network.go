@@ -1,0 +1,121 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace"
+	"github.com/cellbox-dev/cellbox/workspace/network"
+)
+
+// WorkspaceSetNetwork is §9 workspace/setNetwork.
+func (c *conn) WorkspaceSetNetwork(_ context.Context, p *protocol.WorkspaceSetNetworkParams) (*protocol.Empty, error) {
+	if p.WorkspaceID == "" {
+		return nil, missingField(protocol.MethodWorkspaceSetNetwork, "workspaceId")
+	}
+	if p.Network == "" {
+		return nil, missingField(protocol.MethodWorkspaceSetNetwork, "network")
+	}
+	w, err := c.d.opts.Workspaces.Get(p.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	mode, rules, err := workspace.ParseNetwork(p.Network, p.Allow)
+	if err != nil {
+		return nil, fmt.Errorf("invalid params for workspace/setNetwork: %w", err)
+	}
+	if err := w.SetNetwork(mode, rules); err != nil {
+		return nil, err
+	}
+	c.seeWorkspace(w.ID())
+	c.log.Info("workspace network set", "workspace", w.ID(), "network", mode, "rules", len(rules))
+	return &protocol.Empty{}, nil
+}
+
+// WorkspaceInstall is §9 workspace/install.
+func (c *conn) WorkspaceInstall(ctx context.Context, p *protocol.WorkspaceInstallParams) (*protocol.WorkspaceInstallResult, error) {
+	if p.WorkspaceID == "" {
+		return nil, missingField(protocol.MethodWorkspaceInstall, "workspaceId")
+	}
+	if err := workspace.CheckInstall(p.Manager, p.Packages); err != nil {
+		return nil, fmt.Errorf("invalid params for workspace/install: %w", err)
+	}
+	w, err := c.d.opts.Workspaces.Get(p.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	c.seeWorkspace(w.ID())
+	prog := c.startProgress(p.WorkDoneToken, fmt.Sprintf("Installing with %s", p.Manager))
+	res, err := w.Install(ctx, p.Manager, p.Packages, func(files int, bytes int64, name string) {
+		prog.Report(fmt.Sprintf("%d files, %s downloaded: %s", files, byteSize(bytes), name), -1)
+	})
+	if err != nil {
+		prog.End("failed")
+		return nil, err
+	}
+	prog.End(fmt.Sprintf("installed %d packages (%d files from the cache, %s downloaded)", len(res.Installed), res.CacheHits, byteSize(res.DownloadedBytes)))
+	return res, nil
+}
+
+// byteSize says n bytes for a person.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// seeWorkspace marks the workspace as one this connection works in: it
+// gets the workspace's network/blocked.
+func (c *conn) seeWorkspace(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = make(map[string]struct{})
+	}
+	c.seen[id] = struct{}{}
+}
+
+func (c *conn) sees(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.seen[id]
+	return ok
+}
+
+// NetworkBlocked sends network/blocked to every connection that works in
+// the workspace (opened it, started or attached to a kernel or terminal
+// of it), with the execution that asked when one kernel of the workspace
+// runs one. workspace.Options.OnBlocked calls it; it does not block.
+func (d *Daemon) NetworkBlocked(workspaceID string, b network.Blocked) {
+	p := protocol.NetworkBlockedParams{
+		WorkspaceID: workspaceID, Host: b.Host, Port: b.Port, Reason: b.Reason,
+		Rule: net.JoinHostPort(b.Host, strconv.Itoa(b.Port)),
+	}
+	if kid, eid, ok := d.opts.Kernels.RunningIn(workspaceID); ok {
+		p.KernelID, p.ExecutionID = kid, eid
+	}
+	d.mu.Lock()
+	var to []*conn
+	for c := range d.conns {
+		if c.sees(workspaceID) {
+			to = append(to, c)
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range to {
+		go func() {
+			if err := c.notify(c.ctx, protocol.MethodNetworkBlocked, p); err != nil {
+				c.log.Debug("network/blocked not sent", "err", err)
+			}
+		}()
+	}
+}

@@ -1,0 +1,320 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/packages"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
+)
+
+// Installs (workspace/install): pip or npm runs in the workspace's
+// sandbox, into /env (a Python virtual environment with the system's
+// packages, and an npm prefix at /env/npm), fetching through the sandbox's
+// package index, so every file comes from the daemon's verified cache.
+
+// Install bounds.
+const (
+	maxInstallPackages = 100
+	maxSpecBytes       = 512
+	installTimeout     = 30 * time.Minute
+	maxReportBytes     = 32 << 20 // pip's report, npm ls's JSON
+	maxLogTail         = 8 << 10  // of the installer's stderr, for an error
+)
+
+// InstallProgress is told of each package file the install fetched.
+type InstallProgress func(files int, bytes int64, name string)
+
+// installRun counts what one install fetched.
+type installRun struct {
+	progress InstallProgress
+
+	mu    sync.Mutex // guards the fields below
+	files int
+	hits  int
+	bytes int64
+	// refusals are why the package index refused files, first ones.
+	refusals []string
+}
+
+func (r *installRun) refused(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if why != "" && len(r.refusals) < 5 && !slices.Contains(r.refusals, why) {
+		r.refusals = append(r.refusals, why)
+	}
+}
+
+func (r *installRun) fetched(f packages.Fetch) {
+	r.mu.Lock()
+	r.files++
+	if f.CacheHit {
+		r.hits++
+	} else {
+		r.bytes += f.Bytes
+	}
+	files, n := r.files, r.bytes
+	r.mu.Unlock()
+	if r.progress != nil {
+		r.progress(files, n, f.Name)
+	}
+}
+
+// CheckInstall checks workspace/install's manager and packages.
+func CheckInstall(manager protocol.PackageManager, pkgs []string) error {
+	switch manager {
+	case protocol.PackageManagerPip, protocol.PackageManagerNpm:
+	default:
+		return fmt.Errorf("%w: field \"manager\" must be \"pip\" or \"npm\", got %q", ErrInvalid, manager)
+	}
+	if len(pkgs) == 0 {
+		return fmt.Errorf("%w: field \"packages\" is empty", ErrInvalid)
+	}
+	if len(pkgs) > maxInstallPackages {
+		return fmt.Errorf("%w: %d packages; at most %d in one install", ErrInvalid, len(pkgs), maxInstallPackages)
+	}
+	for _, p := range pkgs {
+		switch {
+		case p == "" || len(p) > maxSpecBytes:
+			return fmt.Errorf("%w: package %q: empty or longer than %d bytes", ErrInvalid, p, maxSpecBytes)
+		case strings.HasPrefix(p, "-"):
+			return fmt.Errorf("%w: package %q: options are not taken, only requirement specifiers", ErrInvalid, p)
+		case strings.IndexFunc(p, func(r rune) bool { return unicode.IsControl(r) }) >= 0:
+			return fmt.Errorf("%w: package %q holds a control character", ErrInvalid, p)
+		}
+	}
+	return nil
+}
+
+// Install installs packages into the workspace's environment with
+// manager (pip or npm) and says what it installed. One install runs at a
+// time per workspace; another waits for it.
+func (w *Workspace) Install(ctx context.Context, manager protocol.PackageManager, pkgs []string, progress InstallProgress) (*protocol.WorkspaceInstallResult, error) {
+	if err := CheckInstall(manager, pkgs); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	run := &installRun{progress: progress}
+	w.installing.Lock()
+	defer w.installing.Unlock()
+	w.mu.Lock()
+	w.install = run
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.install = nil
+		w.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, installTimeout)
+	defer cancel()
+
+	var installed []protocol.InstalledPackage
+	var err error
+	switch manager {
+	case protocol.PackageManagerPip:
+		installed, err = w.pipInstall(ctx, pkgs)
+	case protocol.PackageManagerNpm:
+		installed, err = w.npmInstall(ctx, pkgs)
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if err != nil {
+		if len(run.refusals) > 0 {
+			err = fmt.Errorf("%w; the package cache refused: %s", err, strings.Join(run.refusals, "; "))
+		}
+		return nil, err
+	}
+	return &protocol.WorkspaceInstallResult{
+		Installed: installed, CacheHits: run.hits, DownloadedBytes: run.bytes,
+		DurationMs: time.Since(start).Milliseconds(),
+	}, nil
+}
+
+// ErrInstallFailed: the package manager ran and failed (its words are in
+// the error).
+var ErrInstallFailed = errors.New("install failed")
+
+func (w *Workspace) pipInstall(ctx context.Context, pkgs []string) ([]protocol.InstalledPackage, error) {
+	py := sandbox.EnvPath + "/bin/python"
+	if _, _, err := w.runTool(ctx, []string{"sh", "-c", `test -x "$1" || python3 -m venv --system-site-packages "$2"`, "sh", py, sandbox.EnvPath}); err != nil {
+		return nil, fmt.Errorf("create the workspace's Python environment at %s: %w", sandbox.EnvPath, err)
+	}
+	argv := append([]string{py, "-m", "pip", "install", "--quiet", "--no-input", "--progress-bar", "off", "--report", "-", "--"}, pkgs...)
+	out, _, err := w.runTool(ctx, argv)
+	if err != nil {
+		return nil, err
+	}
+	// pip's installation report (pip >= 22.2): {"install": [{"metadata": {"name", "version"}}]}.
+	var report struct {
+		Install []struct {
+			Metadata struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			} `json:"metadata"`
+		} `json:"install"`
+	}
+	if err := json.Unmarshal(lastJSON(out), &report); err != nil {
+		return nil, fmt.Errorf("read pip's installation report: %w", err)
+	}
+	installed := []protocol.InstalledPackage{}
+	for _, p := range report.Install {
+		installed = append(installed, protocol.InstalledPackage{Name: p.Metadata.Name, Version: p.Metadata.Version})
+	}
+	return installed, nil
+}
+
+func (w *Workspace) npmInstall(ctx context.Context, pkgs []string) ([]protocol.InstalledPackage, error) {
+	prefix := sandbox.EnvPath + "/npm"
+	before, err := w.npmList(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{"npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel", "error", "--"}, pkgs...)
+	if _, _, err := w.runTool(ctx, argv); err != nil {
+		return nil, err
+	}
+	after, err := w.npmList(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	installed := []protocol.InstalledPackage{}
+	for _, p := range after {
+		if !slices.Contains(before, p) {
+			installed = append(installed, p)
+		}
+	}
+	return installed, nil
+}
+
+// npmList is every package under prefix (npm ls --all), sorted.
+func (w *Workspace) npmList(ctx context.Context, prefix string) ([]protocol.InstalledPackage, error) {
+	out, _, err := w.runTool(ctx, []string{"sh", "-c", `test -d "$1/node_modules" || exit 0; npm ls --prefix "$1" --all --json 2>/dev/null; exit 0`, "sh", prefix})
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(out)) == 0 {
+		return nil, nil
+	}
+	type dep struct {
+		Version      string          `json:"version"`
+		Dependencies map[string]*dep `json:"dependencies"`
+	}
+	var root dep
+	if err := json.Unmarshal(out, &root); err != nil {
+		return nil, fmt.Errorf("read npm ls: %w", err)
+	}
+	var list []protocol.InstalledPackage
+	var walk func(map[string]*dep, int)
+	walk = func(m map[string]*dep, depth int) {
+		if depth > 64 {
+			return
+		}
+		for name, d := range m {
+			if d == nil || d.Version == "" {
+				continue
+			}
+			p := protocol.InstalledPackage{Name: name, Version: d.Version}
+			if !slices.Contains(list, p) {
+				list = append(list, p)
+			}
+			walk(d.Dependencies, depth+1)
+		}
+	}
+	walk(root.Dependencies, 0)
+	slices.SortFunc(list, func(a, b protocol.InstalledPackage) int {
+		return strings.Compare(a.Name+"@"+a.Version, b.Name+"@"+b.Version)
+	})
+	return list, nil
+}
+
+// lastJSON is the last line of out that starts a JSON object (pip may
+// print warnings before its report).
+func lastJSON(out []byte) []byte {
+	if i := bytes.LastIndex(out, []byte("\n{")); i >= 0 {
+		return out[i+1:]
+	}
+	return out
+}
+
+// runTool runs argv in the workspace's sandbox (/env as its working
+// directory's sibling: it runs in /workspace) and returns its stdout,
+// bounded; a failure carries the tail of its stderr.
+func (w *Workspace) runTool(ctx context.Context, argv []string) (stdout, stderr []byte, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, fmt.Errorf("pipe: %w", err)
+	}
+	limits, _ := ResolveLimits(nil, DefaultLimits)
+	limits.TimeoutMs = installTimeout.Milliseconds()
+	p, err := w.Spawn(ctx, ProcSpec{Argv: argv, Stdout: outW, Stderr: errW, Limits: limits})
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, fmt.Errorf("run %s in the sandbox: %w", argv[0], err)
+	}
+	var wg sync.WaitGroup
+	var ob, eb []byte
+	wg.Go(func() { ob, _ = io.ReadAll(io.LimitReader(outR, maxReportBytes)); _, _ = io.Copy(io.Discard, outR) })
+	wg.Go(func() { eb = readTail(errR, maxLogTail) })
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = p.Kill()
+		case <-done:
+		}
+	}()
+	st, werr := p.Wait()
+	close(done)
+	wg.Wait()
+	outR.Close()
+	errR.Close()
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil, fmt.Errorf("%s: %w", argv[0], ctx.Err())
+	case werr != nil:
+		return nil, nil, fmt.Errorf("%s: %w", argv[0], werr)
+	case st.Code != 0 || st.Signal != 0:
+		msg := strings.TrimSpace(string(eb))
+		if msg == "" {
+			msg = strings.TrimSpace(string(ob[max(0, len(ob)-maxLogTail):]))
+		}
+		return nil, nil, fmt.Errorf("%w: %s exited with %s: %s", ErrInstallFailed, strings.Join(argv[:min(len(argv), 4)], " "), st, msg)
+	}
+	return ob, eb, nil
+}
+
+// readTail reads r to its end and keeps the last n bytes.
+func readTail(r io.Reader, n int) []byte {
+	buf := make([]byte, 0, n)
+	chunk := make([]byte, 32<<10)
+	for {
+		k, err := r.Read(chunk)
+		buf = append(buf, chunk[:k]...)
+		if len(buf) > n {
+			buf = append(buf[:0], buf[len(buf)-n:]...)
+		}
+		if err != nil {
+			return buf
+		}
+	}
+}
