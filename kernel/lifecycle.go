@@ -34,13 +34,12 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 	default:
 		return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"sandbox\" must be \"required\" or \"best-effort\", got %q", ErrInvalid, p.Sandbox)
 	}
-	network := p.Network
-	switch network {
-	case "":
-		network = protocol.NetworkModeNone
-	case protocol.NetworkModeNone, protocol.NetworkModeHost:
-	default:
-		return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"network\" must be \"none\" or \"host\", got %q", ErrInvalid, p.Network)
+	if _, _, err := workspace.ParseNetwork(p.Network, p.Allow); err != nil {
+		return nil, fmt.Errorf("invalid params for kernel/start: %w", err)
+	}
+	network := protocol.NetworkModeNone // the sandbox's kind: none and allowlist share one
+	if p.Network == protocol.NetworkModeHost {
+		network = protocol.NetworkModeHost
 	}
 	limits, err := workspace.ResolveLimits(p.Limits, workspace.DefaultLimits)
 	if err != nil {
@@ -74,6 +73,15 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.Network == protocol.NetworkModeNone || p.Network == protocol.NetworkModeAllowlist {
+		_, rules, _ := workspace.ParseNetwork(p.Network, p.Allow)
+		if err := ws.SetNetwork(p.Network, rules); err != nil {
+			if ownWS {
+				_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), ws.ID(), true)
+			}
+			return nil, err
+		}
 	}
 	interp, err := resolveInterpreter(ctx, lang, ws, m.opts.Workspaces.Hidden(), p.Interpreter)
 	if err == nil && langErr != nil && interp.info.Source == SourceSystem {

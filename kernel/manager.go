@@ -246,3 +246,25 @@ func (m *Manager) cullLoop() {
 		}
 	}
 }
+
+// RunningIn names the execution running in the workspace's kernels when
+// exactly one kernel of it runs one (ok false otherwise): what asked for a
+// connection its proxies saw, which knows a sandbox, not a process.
+func (m *Manager) RunningIn(workspaceID string) (kernelID, executionID string, ok bool) {
+	for _, k := range m.snapshot() {
+		if k.ws.ID() != workspaceID {
+			continue
+		}
+		k.mu.Lock()
+		cur := k.current
+		k.mu.Unlock()
+		if cur == nil {
+			continue
+		}
+		if ok {
+			return "", "", false // two: cannot tell
+		}
+		kernelID, executionID, ok = k.id, cur.id, true
+	}
+	return kernelID, executionID, ok
+}

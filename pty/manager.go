@@ -203,8 +203,23 @@ func (m *Manager) Open(ctx context.Context, p protocol.PtyOpenParams, opener Sin
 	undoWS := func() { m.release(w.ID()); undo() }
 
 	// A terminal joins the workspace's sandbox with the network it runs
-	// with (a kernel may have asked for the host's).
-	spec := workspace.ProcSpec{Argv: argv, Env: env, Dir: dir, Limits: limits, Network: w.Network(),
+	// with (a kernel may have asked for the host's), unless it asks for
+	// one itself; none and allowlist set the workspace's policy (§9).
+	network := w.Network()
+	_, rules, err := workspace.ParseNetwork(p.Network, p.Allow)
+	switch {
+	case err != nil:
+		undoWS()
+		return nil, fmt.Errorf("invalid params for pty/open: %w", err)
+	case p.Network == protocol.NetworkModeHost:
+		network = protocol.NetworkModeHost
+	case p.Network != "":
+		if err := w.SetNetwork(p.Network, rules); err != nil {
+			undoWS()
+			return nil, err
+		}
+	}
+	spec := workspace.ProcSpec{Argv: argv, Env: env, Dir: dir, Limits: limits, Network: network,
 		PTY: &workspace.WinSize{Cols: uint16(p.Cols), Rows: uint16(p.Rows)}}
 	proc, err := w.Spawn(ctx, spec)
 	if err != nil {

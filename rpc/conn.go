@@ -52,6 +52,8 @@ type conn struct {
 	answered   chan struct{}
 	// closers run once when the connection ends, by key (see onClose).
 	closers map[string]func()
+	// seen are the workspaces this connection works in (network.go).
+	seen map[string]struct{}
 }
 
 var _ protocol.Server = (*conn)(nil)

@@ -65,6 +65,7 @@ func toProtocolError(err error) *protocol.Error {
 		{workspace.ErrClosed, protocol.CodeNotFound},
 		{workspace.ErrPathOutside, protocol.CodePathOutsideWorkspace},
 		{workspace.ErrConflict, protocol.CodeConflict},
+		{workspace.ErrInstallFailed, protocol.CodeInvalidParams},
 		{kernel.ErrNotFound, protocol.CodeNotFound},
 		{kernel.ErrDead, protocol.CodeKernelDead},
 		{kernel.ErrLanguage, protocol.CodeLanguageUnavailable},

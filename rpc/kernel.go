@@ -27,6 +27,7 @@ func (c *conn) KernelStart(ctx context.Context, p *protocol.KernelStartParams) (
 		return nil, err
 	}
 	c.detachKernelsOnClose()
+	c.seeWorkspace(k.Workspace().ID())
 	res := k.StartResult()
 	return &res, nil
 }
@@ -125,6 +126,7 @@ func (c *conn) KernelAttach(_ context.Context, p *protocol.KernelAttachParams) (
 		return nil, err
 	}
 	c.detachKernelsOnClose()
+	c.seeWorkspace(k.Workspace().ID())
 	return &protocol.Empty{}, nil
 }
 

@@ -116,6 +116,9 @@ func init() {
 	add(protocol.MethodPtyClose, (*conn).PtyClose)
 
 	add(protocol.MethodDaemonStats, (*conn).DaemonStats)
+
+	add(protocol.MethodWorkspaceSetNetwork, (*conn).WorkspaceSetNetwork)
+	add(protocol.MethodWorkspaceInstall, (*conn).WorkspaceInstall)
 }
 
 // decodeParams decodes params into p. Absent or null params decode as {};

@@ -199,6 +199,7 @@ var orderOf = map[string]orderClass{
 	protocol.MethodWorkspaceCommit:           orderWSWrite,
 	protocol.MethodWorkspaceDiscard:          orderWSWrite,
 	protocol.MethodWorkspaceCheckpoint:       orderWSWrite,
+	protocol.MethodWorkspaceSetNetwork:       orderWSWrite,
 	protocol.MethodWorkspaceRestore:          orderWSWrite,
 	protocol.MethodWorkspaceDeleteCheckpoint: orderWSWrite,
 	protocol.MethodWorkspaceClose:            orderWSWrite,

@@ -46,6 +46,9 @@ func (c *conn) PtyOpen(ctx context.Context, p *protocol.PtyOpenParams) (*protoco
 		return nil, err
 	}
 	c.detachPtysOnClose()
+	if p.WorkspaceID != "" {
+		c.seeWorkspace(p.WorkspaceID)
+	}
 	return &protocol.PtyOpenResult{PtyID: s.ID()}, nil
 }
 

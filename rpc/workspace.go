@@ -15,6 +15,7 @@ func (c *conn) WorkspaceOpen(ctx context.Context, p *protocol.WorkspaceOpenParam
 	if err != nil {
 		return nil, err
 	}
+	c.seeWorkspace(w.ID())
 	info := w.Info()
 	if c.d.opts.Kernels != nil {
 		info.Interpreters = c.d.opts.Kernels.WorkspaceInterpreters(ctx, w)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/network"
+	"github.com/cellbox-dev/cellbox/workspace/packages"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
@@ -51,7 +54,16 @@ type Options struct {
 	// MaxCheckpoints bounds the checkpoints kept per workspace; the oldest
 	// go first (0: DefaultMaxCheckpoints).
 	MaxCheckpoints int
-	Logger         *slog.Logger
+	// OnBlocked is told of every connection a workspace's proxies refused
+	// (network/blocked); it must not block.
+	OnBlocked func(workspaceID string, b network.Blocked)
+	// Packages is the package cache the sandboxes' package index serves
+	// (nil: the index answers 503).
+	Packages *packages.Cache
+	// UpstreamProxy is the HTTP proxy the workspaces' proxies go through
+	// (--upstream-proxy); nil: direct. Never read from the environment.
+	UpstreamProxy *url.URL
+	Logger        *slog.Logger
 }
 
 // DefaultMaxCheckpoints is the number of checkpoints kept per workspace
@@ -89,6 +101,10 @@ type meta struct {
 	Mode      protocol.WorkspaceMode `json:"mode"`
 	Name      string                 `json:"name,omitempty"`
 	CreatedAt time.Time              `json:"createdAt"`
+	// Network and Allow are the workspace's policy (§9): "allowlist" with
+	// its rules, else none.
+	Network string   `json:"network,omitempty"`
+	Allow   []string `json:"allow,omitempty"`
 }
 
 // NewManager prepares the state dir and cleans what a crashed daemon left.
@@ -313,7 +329,7 @@ func (m *Manager) load(id string) (*Workspace, error) {
 
 func (m *Manager) fromMeta(md meta, dir string) *Workspace {
 	return &Workspace{m: m, id: md.ID, root: md.Root, mode: md.Mode, name: md.Name, createdAt: md.CreatedAt, dir: dir,
-		procs: make(map[*Proc]struct{}), quota: DefaultLimits.DiskBytes}
+		procs: make(map[*Proc]struct{}), quota: DefaultLimits.DiskBytes, net: m.netStateOf(md)}
 }
 
 // Get returns an open workspace.

@@ -43,6 +43,11 @@ type Workspace struct {
 	// procs: their quota is in force from the start.
 	starting map[*int64]struct{}
 	closed   bool
+	net      netState // the policy of the proxies (netpolicy.go)
+
+	install *installRun // the install that runs, if one does
+
+	installing sync.Mutex // held by the install that runs: one at a time
 }
 
 // Proc is a program running in a workspace.
@@ -145,8 +150,8 @@ func (w *Workspace) Sandbox() *sandbox.Sandbox {
 // not nil, is registered in w.starting under the same lock, so that no
 // other start takes the sandbox for idle and restarts it meanwhile.
 func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network, need []string, disk *int64) (*sandbox.Sandbox, error) {
-	if network == "" {
-		network = sandbox.NetworkNone
+	if network != sandbox.NetworkHost {
+		network = sandbox.NetworkNone // none and allowlist: a namespace of its own, the policy is the proxies'
 	}
 	if err := w.m.checkBinds(need); err != nil {
 		return nil, err
@@ -208,6 +213,10 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network, 
 	if w.mode != protocol.WorkspaceModeScratch {
 		cfg.Hide = w.m.hideIn(w.root, cfg.ReadOnly)
 	}
+	if err := w.prepareEnv(); err != nil {
+		return nil, err
+	}
+	cfg.Env = w.envDir()
 	switch w.mode {
 	case protocol.WorkspaceModeOverlay:
 		cfg.Mode, cfg.Project = sandbox.ModeOverlay, w.root
@@ -235,6 +244,7 @@ func (w *Workspace) ensureSandbox(ctx context.Context, network sandbox.Network, 
 	w.cg = cg
 	w.m.log.Debug("sandbox started", "workspace", w.id, "init_pid", sb.InitPID(), "layers", sb.Layers(), "cgroup", cg != nil)
 	go w.watchQuota(sb, cg)
+	go w.serveNetwork(sb)
 	return sb, nil
 }
 
@@ -265,7 +275,7 @@ func (w *Workspace) Spawn(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	}()
 	w.raiseMemoryMax(spec.Limits.MemoryBytes)
 	sp, err := sb.Spawn(ctx, sandbox.Spec{
-		Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir,
+		Argv: spec.Argv, Env: withNetworkEnv(spec.Env, sb.Listener(sandbox.ListenerHTTPProxy) != nil), Dir: spec.Dir,
 		Stdin: spec.Stdin, Stdout: spec.Stdout, Stderr: spec.Stderr,
 		PTY: spec.PTY, ExtraFiles: spec.ExtraFiles, Limits: rlimits(spec.Limits),
 	})

@@ -66,6 +66,15 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("cellbox-%d", os.Getuid()))
 }
 
+// defaultPackageCache is the package cache's directory: under the user's
+// cache directory, shared by every daemon of the user.
+func defaultPackageCache() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "cellbox", "packages")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cellbox-%d", os.Getuid()), "packages")
+}
+
 // listFlag is a repeatable, comma-separable string flag.
 type listFlag []string
 

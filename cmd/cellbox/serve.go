@@ -12,7 +12,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cellbox-dev/cellbox/editors/browser"
@@ -20,6 +22,8 @@ import (
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/rpc"
 	"github.com/cellbox-dev/cellbox/workspace"
+	"github.com/cellbox-dev/cellbox/workspace/network"
+	"github.com/cellbox-dev/cellbox/workspace/packages"
 )
 
 type serveConfig struct {
@@ -37,6 +41,11 @@ type serveConfig struct {
 	maxCheckpoints  int
 	cullIdle        time.Duration
 	allowSystemRoot bool
+	packageCache    string
+	packageCacheMax int64
+	pypiIndex       string
+	npmRegistry     string
+	upstreamProxy   string
 }
 
 func serveFlags(cfg *serveConfig) *flag.FlagSet {
@@ -54,6 +63,11 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&cfg.cullIdle, "cull-idle", 24*time.Hour, "close a terminal or kernel that no client is attached to and that has been idle for `DURATION` (0: never)")
 	fs.IntVar(&cfg.maxCheckpoints, "max-checkpoints", workspace.DefaultMaxCheckpoints, "checkpoints kept per workspace (at least 1); taking one more removes the oldest")
 	fs.BoolVar(&cfg.allowSystemRoot, "allow-system-root", false, "allow / and system directories (/etc, /usr, /var/lib, ...) as project roots; a root daemon's commits would write into them")
+	fs.StringVar(&cfg.packageCache, "package-cache", defaultPackageCache(), "`DIR` of the verified package cache the sandboxes install from (shared by the workspaces)")
+	fs.Int64Var(&cfg.packageCacheMax, "package-cache-max", 5<<30, "size cap of the package cache in `BYTES`; the least recently used files go first")
+	fs.StringVar(&cfg.pypiIndex, "pypi-index", "", "the simple index (`URL`) the package cache fetches Python packages from (default: pip's configuration, else https://pypi.org/simple/)")
+	fs.StringVar(&cfg.npmRegistry, "npm-registry", "", "the npm registry (`URL`) the package cache fetches from (default: npm's configuration, else https://registry.npmjs.org/)")
+	fs.StringVar(&cfg.upstreamProxy, "upstream-proxy", "", "an HTTP proxy (`URL`, http://host:port) the sandboxes' allowlisted connections go through; never taken from the environment")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
@@ -99,7 +113,28 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		cfg.token = hex.EncodeToString(b)
 	}
 	cwd, _ := os.Getwd()
+	var upstream *url.URL
+	if cfg.upstreamProxy != "" {
+		if upstream, err = url.Parse(cfg.upstreamProxy); err != nil || upstream.Scheme != "http" || upstream.Host == "" {
+			fmt.Fprintf(stderr, "cellbox serve: --upstream-proxy %q: want http://HOST:PORT\n", cfg.upstreamProxy)
+			return 2
+		}
+	}
+	pkgs, err := packages.New(packages.Options{Dir: cfg.packageCache, MaxBytes: cfg.packageCacheMax, PyPI: cfg.pypiIndex, NPM: cfg.npmRegistry, Logger: log})
+	if err != nil {
+		log.Error("cannot open the package cache", "dir", cfg.packageCache, "err", err)
+		return 1
+	}
+	defer pkgs.Close()
+	// network/blocked goes to the daemon's connections, made below.
+	var blocked atomic.Pointer[rpc.Daemon]
 	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints, AllowSystemRoots: cfg.allowSystemRoot,
+		Packages: pkgs, UpstreamProxy: upstream,
+		OnBlocked: func(id string, b network.Blocked) {
+			if d := blocked.Load(); d != nil {
+				d.NetworkBlocked(id, b)
+			}
+		},
 		// The runtime dir holds the token: no sandbox sees it, even in a
 		// project that contains it.
 		Hidden:          []string{rpc.RuntimeDir(cfg.stateDir)},
@@ -134,6 +169,8 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		AllowOrigins:    cfg.allowOrigins,
 		UI:              browser.FS(),
 	})
+	blocked.Store(d)
+
 	if cfg.stdio {
 		log.Debug("serving on stdio")
 		return d.ServeStdio(ctx, stdin, stdout) // the deferred Close ends every sandbox

@@ -100,6 +100,12 @@ func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err er
 			return nil, fmt.Errorf("mkdir %s in the sandbox root: %w", d, err)
 		}
 	}
+	// node looks for packages in node_modules of every directory up from
+	// the importing file: /node_modules, last, is the environment's (npm
+	// installs into /env/npm), for import as for require.
+	if err := os.Symlink(EnvPath+"/npm/node_modules", in("node_modules")); err != nil {
+		return nil, fmt.Errorf("link /node_modules in the sandbox root: %w", err)
+	}
 
 	// Read-only system directories.
 	if err := bind("/usr", in("usr"), false); err != nil {
