@@ -828,7 +828,28 @@ function input(prompt = '', opts = {}) {
   ex.inputChain = p;
   return p;
 }
-for (const [name, value] of Object.entries({ display, input })) {
+// await install('lodash', 'left-pad@1'): npm install into the workspace's environment
+// (/env/npm, through the daemon's verified package cache, scripts not run), its output in the
+// cell; then require('lodash') and import('lodash') find it (NODE_PATH and /node_modules).
+function install(...pkgs) {
+  pkgs = pkgs.flat().map(String);
+  const env = process.env.CELLBOX_ENV;
+  if (!env) return Promise.reject(new Error('install: this kernel has no workspace environment (CELLBOX_ENV is not set)'));
+  if (!pkgs.length || pkgs.some((p) => !p || p.startsWith('-'))) {
+    return Promise.reject(new Error('install: give package specifiers, e.g. install("lodash@4")'));
+  }
+  const { spawn } = require('child_process');
+  return new Promise((resolve, reject) => {
+    const child = spawn('npm', ['install', '--prefix', path.join(env, 'npm'), '--no-audit', '--no-fund',
+      '--ignore-scripts', '--', ...pkgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (b) => process.stdout.write(b));
+    child.stderr.on('data', (b) => process.stderr.write(b));
+    child.on('error', reject);
+    child.on('close', (code, sig) => code === 0 ? resolve(undefined)
+      : reject(new Error(`npm install ${pkgs.join(' ')} ${sig ? 'was killed by ' + sig : 'exited with code ' + code}`)));
+  });
+}
+for (const [name, value] of Object.entries({ display, input, install })) {
   Object.defineProperty(globalThis, name, { value, writable: true, configurable: true, enumerable: false });
 }
 

@@ -217,6 +217,26 @@ def extend_path():
 extend_path()
 
 
+def env_site():
+    """The workspace's environment (/env, a virtual environment that workspace/install and %pip
+    fill): its site-packages of this python's version, on sys.path after the interpreter's own,
+    whether it exists yet or not (an install later in the session is then importable)."""
+    env = os.environ.get("CELLBOX_ENV")
+    if not env:
+        return None
+    d = os.path.join(env, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    if d not in sys.path:
+        import site
+        n = len(sys.path)
+        site.addsitedir(d)  # its .pth files too
+        if d not in sys.path[n:]:
+            sys.path.append(d)
+    return d
+
+
+ENV_SITE = env_site()
+
+
 # ---------------------------------------------------------------------------------------------
 # Standard input: the request's `stdin` string, then `input` events (allowStdin), then EOF.
 
@@ -1100,11 +1120,29 @@ def magic_config(arg, glob, loc):
 
 
 def magic_pip(arg, glob, loc):
-    """%pip: package installs in a cellbox sandbox go through workspace/install
-    (PROTOCOL.md §9)."""
-    raise UsageError(f"%pip {arg}".rstrip() + ": package installs in a cellbox sandbox go "
-                     "through workspace/install (PROTOCOL.md §9), which this daemon does not "
-                     "serve yet; pip was not run.")
+    """%pip ARGS: pip in the workspace's environment (/env, made on first use: a virtual
+    environment with the system's packages), as Jupyter's %pip runs pip of the kernel's python.
+    Packages come through the daemon's verified package cache (PROTOCOL.md §9); installed ones
+    are importable at once and in every kernel of the workspace."""
+    import shlex
+    env = os.environ.get("CELLBOX_ENV")
+    if not env:
+        raise UsageError("%pip: this kernel has no workspace environment (CELLBOX_ENV is not set)")
+    words = shlex.split(var_expand(arg, glob, loc))
+    if not words:
+        raise UsageError("%pip: usage: %pip install PACKAGE ...")
+    py = os.path.join(env, "bin", "python")
+    cmd = " ".join(shlex.quote(w) for w in words)
+    if not os.access(py, os.X_OK):
+        system("%s -m venv --system-site-packages %s" % (shlex.quote(sys.executable), shlex.quote(env)))
+    system("%s -m pip %s" % (shlex.quote(py), cmd))
+    import importlib
+    importlib.invalidate_caches()
+    if ENV_SITE and ENV_SITE not in sys.path:
+        sys.path.append(ENV_SITE)
+    if words[0] in ("install", "uninstall"):
+        print("Note: packages installed into %s are importable now; one already imported needs "
+              "a restart to change." % env)
 
 
 LINE_MAGICS = {"cd": magic_cd, "env": magic_env, "time": magic_time, "timeit": magic_timeit,
