@@ -210,7 +210,7 @@ func installs(o options) error {
 	state := filepath.Join(base, "state")
 	ctx := context.Background()
 	c, err := rpc.Dial(ctx, rpc.ClientOptions{StateDir: state, Executable: o.cellbox,
-		ServeArgs: []string{"--package-cache", filepath.Join(base, "cache")},
+		ServeArgs:  []string{"--package-cache", filepath.Join(base, "cache")},
 		ClientInfo: protocol.ClientInfo{Name: "network-bench"}})
 	if err != nil {
 		return err
@@ -226,7 +226,9 @@ func installs(o options) error {
 		if err := c.Call(ctx, protocol.MethodKernelStart, protocol.KernelStartParams{Language: "bash", WorkspaceID: ws.WorkspaceID}, &k); err != nil {
 			return 0, err
 		}
-		defer func() { _ = c.Call(ctx, protocol.MethodKernelShutdown, protocol.KernelIDParams{KernelID: k.KernelID}, nil) }()
+		defer func() {
+			_ = c.Call(ctx, protocol.MethodKernelShutdown, protocol.KernelIDParams{KernelID: k.KernelID}, nil)
+		}()
 		t0 := time.Now()
 		var res protocol.WorkspaceInstallResult
 		if err := c.Call(ctx, protocol.MethodWorkspaceInstall, protocol.WorkspaceInstallParams{WorkspaceID: ws.WorkspaceID, Manager: protocol.PackageManagerNpm, Packages: []string{o.pkg}}, &res); err != nil {

@@ -31,7 +31,7 @@ import (
 func wheel(t testing.TB, name, version string, value int) (file string, data []byte) {
 	t.Helper()
 	files := map[string]string{
-		name + "/__init__.py": fmt.Sprintf("VALUE = %d\n", value),
+		name + "/__init__.py":                        fmt.Sprintf("VALUE = %d\n", value),
 		name + "-" + version + ".dist-info/METADATA": fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version),
 		name + "-" + version + ".dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: cellbox-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
 	}
