@@ -25,6 +25,7 @@ func TestImportDirection(t *testing.T) {
 		"workspace":                     {"workspace/sandbox", "protocol"},
 		"workspace/sandbox":             {},
 		"workspace/sandbox/sandboxtest": {},
+		"workspace/packages":            {}, // the package cache: imports nothing of ours
 		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
@@ -57,8 +58,8 @@ func TestImportDirection(t *testing.T) {
 	if seen < 4 {
 		t.Fatalf("checked only %d packages; go list output:\n%s", seen, out)
 	}
-	// protocol and workspace/sandbox import nothing of ours, even indirectly.
-	for _, pkg := range []string{"protocol", "workspace/sandbox"} {
+	// protocol, workspace/sandbox and workspace/packages import nothing of ours, even indirectly.
+	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)
