@@ -14,7 +14,7 @@ func TestImportDirection(t *testing.T) {
 	allowed := map[string][]string{
 		"protocol":                      {},
 		"protocol/gen":                  {},
-		"rpc":                           {"protocol", "kernel", "pty", "workspace"},
+		"rpc":                           {"protocol", "kernel", "pty", "workspace", "workspace/network"}, // network: the Blocked it forwards
 		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge", "kernel/drivers/sqldriver", "kernel/drivers/godriver"},
 		"kernel/jupyter":                {"protocol"},
 		"kernel/drivers/jupyterbridge":  {"kernel/jupyter", "workspace/sandbox", "kernel/drivers/driverio"}, // an entry of the binary inside a sandbox
@@ -22,10 +22,11 @@ func TestImportDirection(t *testing.T) {
 		"kernel/drivers/godriver":       {"protocol", "workspace/sandbox", "kernel/drivers/driverio"},       // an entry of the binary inside a sandbox
 		"kernel/drivers/driverio":       {},                                                                 // what those entries share of the driver contract
 		"pty":                           {"workspace", "protocol"},
-		"workspace":                     {"workspace/sandbox", "protocol"},
+		"workspace":                     {"workspace/sandbox", "workspace/network", "workspace/packages", "protocol"},
 		"workspace/sandbox":             {},
-		"workspace/sandbox/sandboxtest": {},
+		"workspace/network":             {}, // the proxies and their policy: imports nothing of ours
 		"workspace/packages":            {}, // the package cache: imports nothing of ours
+		"workspace/sandbox/sandboxtest": {},
 		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
@@ -58,8 +59,8 @@ func TestImportDirection(t *testing.T) {
 	if seen < 4 {
 		t.Fatalf("checked only %d packages; go list output:\n%s", seen, out)
 	}
-	// protocol, workspace/sandbox and workspace/packages import nothing of ours, even indirectly.
-	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages"} {
+	// protocol, workspace/sandbox, workspace/packages and workspace/network import nothing of ours, even indirectly.
+	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages", "workspace/network"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)
