@@ -6,6 +6,7 @@ import { el } from "./dom";
 import { Files } from "./files";
 import { Notebook } from "./notebook";
 import { TerminalPanel } from "./terminal";
+import { NetworkPanel, InstallPanel } from "./network";
 
 declare global {
   interface Window {
@@ -64,14 +65,23 @@ async function main() {
     viewer.hidden = false;
   };
   const fileView = new Files(client, ws.workspaceId, files, changes, show);
-  const nb = new Notebook(client, ws.workspaceId, notebook, client.initializeResult!.capabilities.languages, (s) => (progress.textContent = s));
+  // Blocked connections ask in bars over the notebook; the header has the network and packages controls.
+  const bars = el("div", { class: "network-bars" });
+  const tools = el("span", { class: "header-tools" });
+  progress.before(tools);
+  const current: { nb?: Notebook } = {};
+  const network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined));
+  const install = new InstallPanel(client, ws.workspaceId, tools);
+  const nb = new Notebook(client, ws.workspaceId, notebook, client.initializeResult!.capabilities.languages, (s) => (progress.textContent = s), () => network.startParams());
+  current.nb = nb;
+  notebook.querySelector(".toolbar")!.after(bars);
   nb.add("print('hello from the sandbox')");
-  const term = new TerminalPanel(client, ws.workspaceId, terminal);
+  const term = new TerminalPanel(client, ws.workspaceId, terminal, () => network.startParams());
   client.onReconnected(async () => {
     await Promise.all([fileView.rewatch(), nb.resync()]);
   });
   // For tests and for people poking at the page from the console.
-  window.cellbox = { client, notebook: nb, files: fileView, terminal: term, workspace: ws };
+  window.cellbox = { client, notebook: nb, files: fileView, terminal: term, workspace: ws, network, install };
   await Promise.all([fileView.start(), term.open(), nb.ensureKernel().catch(() => {})]);
   document.body.dataset.ready = "true";
 }

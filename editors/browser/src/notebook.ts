@@ -1,5 +1,5 @@
 // The notebook: cells of one language run on one kernel of the workspace.
-import { ConnectionLostError, Methods, RPCError, type CellboxClient, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type ProgressParams } from "../client/client";
+import { ConnectionLostError, Methods, RPCError, type CellboxClient, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type NetworkMode, type ProgressParams } from "../client/client";
 import { renderBundle, stripANSI } from "./outputs";
 import { el } from "./dom";
 
@@ -142,6 +142,8 @@ export class Notebook {
     root: HTMLElement,
     languages: LanguageCapability[],
     private progress: (s: string) => void,
+    /** network and allow for kernel/start: the workspace's live rules (NetworkPanel.startParams). */
+    private networkParams: () => { network?: NetworkMode; allow?: string[] } = () => ({}),
   ) {
     // cellbox's own languages first, then the host's Jupyter kernels, which
     // the daemon runs in the same sandbox.
@@ -311,7 +313,7 @@ export class Notebook {
       this.setStatus("starting", "starting");
       this.status.title = "kernel status";
       try {
-        const r = await this.client.request(Methods.KernelStart, { language: this.language, workspaceId: this.workspaceId, workDoneToken: `kernel-start-${Date.now()}` });
+        const r = await this.client.request(Methods.KernelStart, { language: this.language, workspaceId: this.workspaceId, ...this.networkParams(), workDoneToken: `kernel-start-${Date.now()}` });
         this.kernelId = r.kernelId;
         await this.client.followKernel(r.kernelId, false);
         this.setStatus("idle", "idle");

@@ -4,7 +4,7 @@
 // (flow control: the daemon stops reading a terminal that runs ahead).
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
-import { Methods, type CellboxClient, type PtyExitParams, type PtyOutputParams } from "../client/client";
+import { Methods, type CellboxClient, type NetworkMode, type PtyExitParams, type PtyOutputParams } from "../client/client";
 import { el } from "./dom";
 
 export class TerminalPanel {
@@ -25,6 +25,8 @@ export class TerminalPanel {
     private client: CellboxClient,
     private workspaceId: string,
     root: HTMLElement,
+    /** network and allow for pty/open: the workspace's live rules (NetworkPanel.startParams). */
+    private networkParams: () => { network?: NetworkMode; allow?: string[] } = () => ({}),
   ) {
     this.host = el("div", { class: "xterm-host" });
     this.bar = el("div", { class: "panel-title" }, el("span", {}, "Terminal"), el("span", { class: "spacer" }));
@@ -81,7 +83,7 @@ export class TerminalPanel {
     this.term.reset();
     this.acked = this.written = 0;
     this.sent = { cols: this.term.cols, rows: this.term.rows };
-    const r = await this.client.request(Methods.PtyOpen, { workspaceId: this.workspaceId, ...this.sent, env: { TERM: "xterm-256color" } });
+    const r = await this.client.request(Methods.PtyOpen, { workspaceId: this.workspaceId, ...this.sent, ...this.networkParams(), env: { TERM: "xterm-256color" } });
     this.ptyId = r.ptyId;
     await this.client.followPty(r.ptyId, false);
     this.sendSize(); // in case it changed while opening

@@ -234,6 +234,91 @@ test("a reload works without the token in the address, and no cookie carries it"
   await waitFor(async () => (await cellOut(cell).innerText()).includes("after reload"), { what: "output after a reload" });
 });
 
+const fetchCode = (host) =>
+  ["import urllib.request", "try:", `    urllib.request.urlopen('http://${host}/', timeout=20)`, "except Exception as e:", "    print('refused:', type(e).__name__)"].join("\n");
+
+test("a blocked connection asks once, in a bar over the notebook; Allow once sends workspace/setNetwork", async () => {
+  // Every request the page sends, from here on.
+  await page.evaluate(() => {
+    const c = window.cellbox.client;
+    const request = c.request.bind(c);
+    window.sentRequests = [];
+    c.request = (method, params, opts) => {
+      window.sentRequests.push([method, params]);
+      return request(method, params, opts);
+    };
+  });
+  const blockedOf = (host) => page.evaluate((h) => window.cellbox.network.blocked.filter((b) => b.host === h).length, host);
+  assert.equal(await page.locator(".network-toggle").innerText(), "network: none");
+  const cell = await runCell(fetchCode("blocked.example"));
+  await waitFor(async () => (await cellOut(cell).innerText()).includes("refused:"), { what: "the cell's refused connection" });
+  await waitFor(async () => (await page.locator(".network-bar").count()) === 1, { what: "the bar" });
+  // The cell runs again while the bar shows: the daemon reports it again, no second bar.
+  await cell.locator("button.run").click();
+  await waitFor(async () => (await blockedOf("blocked.example")) >= 2, { what: "the second network/blocked" });
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(await page.locator(".network-bar").count(), 1);
+  const bar = page.locator(".network-bar");
+  assert.equal(await bar.getAttribute("data-rule"), "blocked.example:80");
+  assert.match(await bar.locator(".message").innerText(), /^cellbox blocked blocked\.example:80 \(.+\) from the python kernel of the notebook\. Allow\?$/);
+  await shot("9-network-blocked");
+  await bar.locator("button.allow-once").click();
+  const set = await waitFor(() => page.evaluate(() => window.sentRequests.find(([m]) => m === "workspace/setNetwork")?.[1]), { what: "workspace/setNetwork" });
+  const workspaceId = await page.evaluate(() => window.cellbox.workspace.workspaceId);
+  assert.deepEqual(set, { workspaceId, network: "allowlist", allow: ["blocked.example:80"] });
+  assert.equal(await page.locator(".network-bar").count(), 0);
+  assert.equal(await page.locator(".network-toggle").innerText(), "network: allowlist (1)");
+  // Allow once is for this session: nothing kept in localStorage.
+  assert.equal(await page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith("cellbox.network:")).length), 0);
+  // A dismissed rule gets no bar again.
+  const other = await runCell(fetchCode("other.example"));
+  await waitFor(async () => (await page.locator(".network-bar").count()) === 1, { what: "the other bar" });
+  await page.locator(".network-bar button.dismiss").click();
+  await other.locator("button.run").click();
+  await waitFor(async () => (await blockedOf("other.example")) >= 2, { what: "other.example blocked again" });
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(await page.locator(".network-bar").count(), 0);
+  // The network control lists the rule.
+  await page.click("button.network-toggle");
+  assert.deepEqual(await page.locator(".network-rules li").evaluateAll((ls) => ls.map((l) => l.dataset.rule)), ["blocked.example:80"]);
+  await shot("10-network-control");
+  await page.click("button.network-toggle");
+});
+
+test("Install packages: the progress line, then what was installed", async () => {
+  // The daemon's reply as PROTOCOL.md §9 gives it: $/progress on the workDoneToken, then the result.
+  await page.evaluate(() => {
+    const c = window.cellbox.client;
+    const request = c.request.bind(c);
+    let finish;
+    window.finishInstall = () => finish();
+    c.request = async (method, params, opts) => {
+      if (method !== "workspace/install") return request(method, params, opts);
+      window.installParams = params;
+      c.dispatch("$/progress", { token: params.workDoneToken, value: { kind: "begin", title: "pip install" } });
+      c.dispatch("$/progress", { token: params.workDoneToken, value: { kind: "report", message: "1.2 MB, 4 files" } });
+      await new Promise((r) => (finish = r));
+      c.dispatch("$/progress", { token: params.workDoneToken, value: { kind: "end" } });
+      return { installed: [{ name: "requests", version: "2.31.0" }, { name: "urllib3", version: "2.0.7" }], cacheHits: 3, downloadedBytes: 1234567, durationMs: 2100 };
+    };
+  });
+  await page.click("button.install-toggle");
+  await page.selectOption("select.install-manager", "pip");
+  await page.fill("input.install-packages", "requests urllib3");
+  await page.click("button.install-go");
+  const line = page.locator(".install-line");
+  await waitFor(async () => (await line.innerText()) === "1.2 MB, 4 files", { what: "the progress line" });
+  const params = await page.evaluate(() => window.installParams);
+  assert.equal(params.manager, "pip");
+  assert.deepEqual(params.packages, ["requests", "urllib3"]);
+  assert.equal(params.workspaceId, await page.evaluate(() => window.cellbox.workspace.workspaceId));
+  await page.evaluate(() => window.finishInstall());
+  await waitFor(async () => (await line.getAttribute("data-state")) === "done", { what: "the result" });
+  assert.equal(await line.innerText(), "installed requests 2.31.0, urllib3 2.0.7 (3 from cache, 1.2 MB downloaded, 2.1 s)");
+  await shot("11-install");
+  await page.click("button.install-toggle");
+});
+
 test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and ipykernel", async (t) => {
   const langs = await page.evaluate(() => window.cellbox.client.initializeResult.capabilities.languages);
   const missing = ["jupyter:ir", "jupyter:python3"].filter((id) => !langs.some((l) => l.id === id && l.available));

@@ -84,6 +84,30 @@ end, { nargs = "?" })
 cmd("CellboxTerminal", function(o)
   cb().terminal(o.fargs)
 end, { nargs = "*" })
+cmd("CellboxAllow", function(o)
+  require("cellbox.network").allow_cmd(o.args)
+end, { nargs = "?", desc = "cellbox: allow a host in the sandbox's network (no argument: list the rules)" })
+cmd("CellboxNetwork", function(o)
+  require("cellbox.network").set_cmd(o.args)
+end, {
+  nargs = 1,
+  complete = function()
+    return { "none", "allowlist" }
+  end,
+  desc = "cellbox: the sandbox's network, none or allowlist",
+})
+cmd("CellboxInstall", function(o)
+  require("cellbox.install").command(o.fargs)
+end, {
+  nargs = "+",
+  complete = function(_, line)
+    if #vim.split(line, "%s+") <= 2 then
+      return { "pip", "npm" }
+    end
+    return {}
+  end,
+  desc = "cellbox: install packages into the workspace's environment (pip or npm)",
+})
 
 local map = vim.api.nvim_set_keymap
 local o = { noremap = true, silent = true }

@@ -25,6 +25,7 @@ import {
   type PtyOutputParams,
   type PtyExitParams,
   type FsDidChangeParams,
+  type NetworkBlockedParams,
   type RequestMethod,
   type RequestParams,
   type RequestResult,
@@ -73,6 +74,7 @@ export class CellboxClient implements Disposable {
   private readonly _onPtyOutput = new Emitter<PtyOutputParams>();
   private readonly _onPtyExit = new Emitter<PtyExitParams>();
   private readonly _onFsChange = new Emitter<FsDidChangeParams>();
+  private readonly _onBlocked = new Emitter<NetworkBlockedParams>();
   private readonly _onClose = new Emitter<void>();
   readonly onOutput: Event<KernelOutputParams> = this._onOutput.event;
   readonly onStatus: Event<KernelStatusParams> = this._onStatus.event;
@@ -80,6 +82,8 @@ export class CellboxClient implements Disposable {
   readonly onPtyOutput: Event<PtyOutputParams> = this._onPtyOutput.event;
   readonly onPtyExit: Event<PtyExitParams> = this._onPtyExit.event;
   readonly onFsChange: Event<FsDidChangeParams> = this._onFsChange.event;
+  /** network/blocked (PROTOCOL.md §9): a connection a program of a workspace tried and the daemon refused. */
+  readonly onBlocked: Event<NetworkBlockedParams> = this._onBlocked.event;
   readonly onClose: Event<void> = this._onClose.event;
 
   /** Answers kernel/inputRequest (VS Code: an input box). Absent: the read sees end of file. */
@@ -93,6 +97,7 @@ export class CellboxClient implements Disposable {
     connection.onNotification(Methods.PtyOutput, (p: PtyOutputParams) => this._onPtyOutput.fire(p));
     connection.onNotification(Methods.PtyExit, (p: PtyExitParams) => this._onPtyExit.fire(p));
     connection.onNotification(Methods.FsDidChange, (p: FsDidChangeParams) => this._onFsChange.fire(p));
+    connection.onNotification(Methods.NetworkBlocked, (p: NetworkBlockedParams) => this._onBlocked.fire(p));
     connection.onRequest(Methods.KernelInputRequest, async (p: KernelInputRequestParams, token): Promise<KernelInputReply> => {
       if (!this.inputHandler) {
         return { value: "" };

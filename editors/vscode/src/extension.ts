@@ -11,6 +11,8 @@ import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider
 import { CellboxPseudoterminal } from "./terminal";
 import { stripANSI } from "./outputs";
 import { VariablesProvider } from "./variables";
+import { networkUI, allowCommand, setCommand, installCommand } from "./networkCommands";
+import { INSTALL_TOKEN_PREFIX } from "./network";
 import { kernelChoices, CHOICE_GROUPS, unsupportedMessage } from "./languages";
 import { Methods, type KernelOutputParams, type KernelState, type ProgressParams, type WorkspaceMode } from "../../protocol/protocol";
 
@@ -72,13 +74,18 @@ async function connect(): Promise<Session> {
     status.backgroundColor = new vscode.ThemeColor("statusBarItem.errorBackground");
     throw new Error(`cellbox: cannot connect: ${errorMessage(e)} (check the setting cellbox.path or cellbox.connection.url)`, { cause: e });
   }
-  const s = new Session(client, {
-    root: mode === "none" ? undefined : rootFolder(),
-    workspaceMode: mode === "none" ? undefined : (mode as WorkspaceMode),
-    sandbox: c.get("sandbox"),
-    network: c.get("network"),
-    timeoutMs: c.get<number>("timeoutMs") || undefined,
-  });
+  const s = new Session(
+    client,
+    {
+      root: mode === "none" ? undefined : rootFolder(),
+      workspaceMode: mode === "none" ? undefined : (mode as WorkspaceMode),
+      sandbox: c.get("sandbox"),
+      network: c.get("network.mode", "none"),
+      allow: c.get<string[]>("network.allow", []),
+      timeoutMs: c.get<number>("timeoutMs") || undefined,
+    },
+    networkUI((l) => log.appendLine(l)),
+  );
   for (const d of sessionSubs.splice(0)) d.dispose();
   client.inputHandler = (p, token) =>
     Promise.resolve(vscode.window.showInputBox({ prompt: p.prompt || "input()", password: p.password, ignoreFocusOut: true, title: "cellbox: the code asks for input" }, token as vscode.CancellationToken));
@@ -127,6 +134,8 @@ async function connect(): Promise<Session> {
 // $/progress as window progress, one per token.
 const progress = new Map<string | number, { report: (v: { message?: string; increment?: number }) => void; done: () => void; last: number }>();
 function onProgress(p: ProgressParams) {
+  // cellbox.install shows its own progress, in a notification.
+  if (String(p.token).startsWith(INSTALL_TOKEN_PREFIX)) return;
   const v = p.value;
   if (v.kind === "begin") {
     vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: v.title ?? "cellbox" }, (prog) => {
@@ -506,7 +515,7 @@ export function activate(ctx: vscode.ExtensionContext) {
   reg("cellbox.newTerminal", async () => {
     const s = await getSession();
     const ws = await s.ensureWorkspace();
-    const pty = new CellboxPseudoterminal(s.client, { workspaceId: ws?.workspaceId });
+    const pty = new CellboxPseudoterminal(s.client, { workspaceId: ws?.workspaceId, ...s.network.startParams(ws?.workspaceId) });
     vscode.window.createTerminal({ name: "cellbox (sandboxed)", pty, iconPath: new vscode.ThemeIcon("shield") }).show();
   });
   reg("cellbox.scm.refresh", async () => {
@@ -562,6 +571,9 @@ export function activate(ctx: vscode.ExtensionContext) {
     checkpoints.refresh();
   });
   reg("cellbox.checkpoint.refresh", () => checkpoints.refresh());
+  reg("cellbox.network.allow", async (rule?: string) => allowCommand(await getSession(), typeof rule === "string" ? rule : undefined));
+  reg("cellbox.network.set", async () => setCommand(await getSession()));
+  reg("cellbox.install", async () => installCommand(await getSession()));
   reg("cellbox.variables.refresh", async () => {
     await getSession();
     await variables?.refresh();
@@ -583,7 +595,7 @@ export function activate(ctx: vscode.ExtensionContext) {
       async provideTerminalProfile() {
         const s = await getSession();
         const ws = await s.ensureWorkspace();
-        return new vscode.TerminalProfile({ name: "cellbox (sandboxed)", pty: new CellboxPseudoterminal(s.client, { workspaceId: ws?.workspaceId }) });
+        return new vscode.TerminalProfile({ name: "cellbox (sandboxed)", pty: new CellboxPseudoterminal(s.client, { workspaceId: ws?.workspaceId, ...s.network.startParams(ws?.workspaceId) }) });
       },
     }),
     vscode.window.onDidChangeActiveTextEditor(() => {

@@ -141,6 +141,7 @@ export class CellboxNotebookController implements vscode.Disposable {
     const md = (nb.metadata ?? {}) as NotebookMetadata;
     const h = await s.startKernel(notebookLanguage(s, md?.metadata?.kernelspec ?? md?.custom?.metadata?.kernelspec, languageId), undefined, false);
     this.kernels.set(key, h);
+    s.kernelOwners.set(h.kernelId, nb.uri.path.split("/").pop() || key);
     return h;
   }
 

@@ -4,6 +4,7 @@
 import { CancellationToken, Emitter, Event } from "vscode-jsonrpc/node";
 import { CellboxClient, errorMessage } from "./client";
 import { OutputModel, Execution } from "./outputs";
+import { NetworkPolicy, type NetworkPolicyOptions } from "./network";
 import { diagnosticFor, DiagnosticSpec } from "./errors";
 import { resolveLanguage, supports, languageLabel, unsupportedMessage, extensionOf, LANGUAGE_ID_EXTENSIONS } from "./languages";
 import {
@@ -36,7 +37,10 @@ export interface SessionOptions {
   root?: string;
   workspaceMode?: WorkspaceMode;
   sandbox?: SandboxMode;
+  /** The network kernels and terminals start with: "none", "allowlist" (with allow) or "host". */
   network?: NetworkMode;
+  /** The allowlist's rules (§9) they start with. */
+  allow?: string[];
   limits?: Limits;
   timeoutMs?: number;
 }
@@ -87,12 +91,24 @@ export class Session {
   /** VS Code languageId -> the language picked for its documents (pickFor) */
   private readonly picked = new Map<string, string>();
 
+  /** The workspaces' network: their rules, and the prompts of network/blocked (see network.ts). */
+  readonly network: NetworkPolicy;
+  /** kernelId -> whose kernel it is ("nb.ipynb"), for the blocked prompt. */
+  readonly kernelOwners = new Map<string, string>();
+
   private readonly _onModel = new Emitter<Execution[]>();
   private readonly _onKernels = new Emitter<void>();
   readonly onModelChange: Event<Execution[]> = this._onModel.event;
   readonly onKernelsChange: Event<void> = this._onKernels.event;
 
-  constructor(readonly client: CellboxClient, readonly opts: SessionOptions = {}) {
+  constructor(readonly client: CellboxClient, readonly opts: SessionOptions = {}, network: Omit<NetworkPolicyOptions, "mode" | "allow"> = {}) {
+    this.network = new NetworkPolicy(client, {
+      describeKernel: (id) => this.describeKernel(id),
+      ...network,
+      mode: opts.network,
+      allow: opts.allow,
+    });
+    client.onBlocked((p) => void this.network.onBlocked(p));
     client.onOutput((p) => {
       const changed = this.model.apply(p);
       if (changed.length) this._onModel.fire(changed);
@@ -168,6 +184,14 @@ export class Session {
     }
   }
 
+  /** "the kernel of nb.ipynb", "the python kernel": whose kernel a kernelId is. */
+  describeKernel(kernelId: string): string | undefined {
+    const owner = this.kernelOwners.get(kernelId);
+    if (owner) return `the kernel of ${owner}`;
+    const k = this.kernelById(kernelId);
+    return k ? `the ${this.label(k.language)} kernel` : undefined;
+  }
+
   /** Opens the workspace of opts.root (once). */
   async ensureWorkspace(): Promise<WorkspaceInfo | undefined> {
     if (!this.opts.root) return undefined;
@@ -192,7 +216,7 @@ export class Session {
   /** Starts a kernel; register: it becomes the language's kernel for files (notebooks keep their own). */
   async startKernel(language: string, workDoneToken?: string, register = true): Promise<KernelHandle> {
     const ws = await this.ensureWorkspace();
-    const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, network: this.opts.network, limits: this.opts.limits, workDoneToken };
+    const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, ...this.network.startParams(ws?.workspaceId), limits: this.opts.limits, workDoneToken };
     const res = await this.client.request(Methods.KernelStart, params);
     const h: KernelHandle = { kernelId: res.kernelId, language: res.language, state: "idle", version: res.languageInfo?.version, interpreter: res.interpreter };
     if (register) this.kernels.set(language, h);

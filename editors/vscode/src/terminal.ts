@@ -2,13 +2,16 @@
 import * as vscode from "vscode";
 import type { CellboxClient } from "./client";
 import { errorMessage } from "./client";
-import { Methods } from "../../protocol/protocol";
+import { Methods, type NetworkMode } from "../../protocol/protocol";
 
 export interface PtyTerminalOptions {
   workspaceId?: string;
   kernelId?: string;
   command?: string[];
   cwd?: string;
+  /** The sandbox's network (§9): the workspace's mode and rules (Session.network.startParams). */
+  network?: NetworkMode;
+  allow?: string[];
 }
 
 /** Acknowledge output every this many chunks (pty/ack flow control). */
@@ -57,6 +60,8 @@ export class CellboxPseudoterminal implements vscode.Pseudoterminal {
         kernelId: this.opts.kernelId,
         command: this.opts.command,
         cwd: this.opts.cwd,
+        network: this.opts.network,
+        allow: this.opts.allow,
         cols: initialDimensions?.columns ?? 80,
         rows: initialDimensions?.rows ?? 24,
       });

@@ -173,9 +173,11 @@ export const scm = {
 };
 
 export const window = {
-  showWarningMessage(msg: string) {
+  /** Records the message; answers with answerWarning's choice among the items (none: dismissed). */
+  showWarningMessage(msg: string, ...items: any[]) {
     created.warnings.push(msg);
-    return Promise.resolve(undefined);
+    const actions = items.filter((i) => typeof i === "string");
+    return Promise.resolve(actions.length ? answerWarning(msg, actions) : undefined);
   },
   showErrorMessage(msg: string) {
     created.warnings.push(msg);
@@ -198,6 +200,19 @@ export const window = {
     return Promise.resolve(pickQuickPick(items));
   },
 };
+
+/** The fake user's answer to a showWarningMessage with actions (a test sets it; may be a promise). */
+export let answerWarning: (msg: string, actions: string[]) => string | undefined | Promise<string | undefined> = () => undefined;
+export function setWarningAnswer(f: typeof answerWarning) {
+  answerWarning = f;
+}
+/** The fake user's text in the next showInputBox (undefined: cancelled). */
+export let inputBoxValue: (opts: any) => string | undefined = () => undefined;
+export function setInputBox(f: typeof inputBoxValue) {
+  inputBoxValue = f;
+}
+/** What withProgress showed: its title and every message reported. */
+export const progressShown: { title?: string; location?: unknown; messages: string[] }[] = [];
 
 /** The fake user's choice in the next showQuickPick (a test sets it). */
 export let pickQuickPick: (items: any[]) => any = () => undefined;
@@ -234,6 +249,13 @@ let config: Record<string, unknown> = {};
 export function setConfig(c: Record<string, unknown>) {
   config = c;
 }
+export enum ConfigurationTarget {
+  Global = 1,
+  Workspace = 2,
+  WorkspaceFolder = 3,
+}
+/** What getConfiguration().update wrote: [key, value, target], in order (the value is kept too). */
+export const configUpdates: [string, unknown, unknown][] = [];
 export enum StatusBarAlignment {
   Left = 1,
   Right = 2,
@@ -265,7 +287,12 @@ Object.assign(window, {
   registerTerminalProfileProvider: (id: string) => (registered.providers.push(`terminal:${id}`), new Disposable(() => {})),
   onDidChangeActiveTextEditor: () => new Disposable(() => {}),
   onDidChangeActiveNotebookEditor: () => new Disposable(() => {}),
-  withProgress: (_o: unknown, task: (p: unknown) => Promise<unknown>) => task({ report() {} }),
+  withProgress: (o: { title?: string; location?: unknown }, task: (p: unknown, token: unknown) => Promise<unknown>) => {
+    const shown = { title: o.title, location: o.location, messages: [] as string[] };
+    progressShown.push(shown);
+    return task({ report: (v: { message?: string }) => v.message && shown.messages.push(v.message) }, new CancellationTokenSource().token);
+  },
+  showInputBox: (opts: any) => Promise.resolve(inputBoxValue(opts)),
 });
 /** What setContext set (cellbox.runnable). */
 export const contextKeys = new Map<string, unknown>();
@@ -293,7 +320,14 @@ export const languages = {
 };
 Object.assign(workspace, {
   workspaceFolders: undefined as undefined | { uri: Uri }[],
-  getConfiguration: () => ({ get: (k: string, d?: unknown) => (k in config ? config[k] : d) }),
+  getConfiguration: () => ({
+    get: (k: string, d?: unknown) => (k in config ? config[k] : d),
+    update: (k: string, v: unknown, target?: unknown) => {
+      configUpdates.push([k, v, target]);
+      config[k] = v;
+      return Promise.resolve();
+    },
+  }),
   registerTextDocumentContentProvider: (scheme: string) => (registered.providers.push(`content:${scheme}`), new Disposable(() => {})),
   asRelativePath: (u: Uri) => {
     const root = (workspace as any).workspaceFolders?.[0]?.uri.fsPath;

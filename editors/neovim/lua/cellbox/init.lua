@@ -9,6 +9,8 @@
 --   complete.lua   omnifunc, complete() and inspect()
 --   workspace.lua  reviewing the workspace: changes, diff, commit, discard, checkpoints
 --   terminal.lua   :CellboxTerminal
+--   network.lua    the sandbox's network: blocked connections, :CellboxAllow, :CellboxNetwork
+--   install.lua    :CellboxInstall
 -- and the user commands and <Plug> mappings in plugin/cellbox.lua.
 local session = require("cellbox.session")
 local kernels = require("cellbox.kernels")
@@ -17,6 +19,8 @@ local output = require("cellbox.output")
 local complete = require("cellbox.complete")
 local workspace = require("cellbox.workspace")
 local terminal = require("cellbox.terminal")
+local network = require("cellbox.network")
+local install = require("cellbox.install")
 local util = require("cellbox.util")
 
 local M = {}
@@ -44,7 +48,12 @@ local default_config = {
   cell_pattern = "^%s*[#/;%-]+%s*%%%%",
   -- Kernel options passed to kernel/start.
   sandbox = "required",
-  network = nil,
+  -- The sandbox's network (PROTOCOL.md §9): mode "none" (every connection refused; you are asked
+  -- whether to allow it), "allowlist" (only the rules in allow, and those you allow when asked)
+  -- or "host" (the host's network, a sandbox of its own kind). allow: "host", "*.domain",
+  -- "host:port", an IP or CIDR with an optional port. "Always allow" keeps a rule (and the mode
+  -- allowlist) for the project in stdpath('data')/cellbox/network.json.
+  network = { mode = "none", allow = {} },
   limits = nil,
   -- Per-execution timeout in ms (nil: the kernel's default).
   timeout_ms = nil,
@@ -114,6 +123,11 @@ for _, name in ipairs({ "changes", "diff", "commit", "discard", "checkpoint", "c
   M[name] = workspace[name]
 end
 M.terminal = terminal.terminal
+
+-- The network and packages.
+M.allow = network.allow_cmd
+M.set_network = network.set_cmd
+M.install = install.install
 M.resize_terminals = terminal.resize_terminals
 
 return M

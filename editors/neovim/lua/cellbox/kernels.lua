@@ -29,7 +29,7 @@ local function start_kernel(language)
     return nil
   end
   local config = session.config()
-  local params = { language = language, sandbox = config.sandbox, network = config.network, limits = config.limits }
+  local params = { language = language, sandbox = config.sandbox, limits = config.limits }
   local ws = session.workspace()
   if config.workspace ~= false and not ws then
     return nil
@@ -37,6 +37,8 @@ local function start_kernel(language)
   if ws then
     params.workspaceId = ws.workspaceId
   end
+  -- The workspace's network and every rule (kernel/start sets them as workspace/setNetwork does).
+  params.network, params.allow = require("cellbox.network").start_params(ws and ws.workspaceId)
   state.seq = state.seq + 1
   params.workDoneToken = "nvim-start-" .. state.seq
   local res = call(methods.KernelStart, params, 120000)

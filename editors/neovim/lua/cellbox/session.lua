@@ -64,6 +64,9 @@ local function on_progress(p)
   if not p or not p.token then
     return
   end
+  if type(p.token) == "string" and p.token:sub(1, 13) == "nvim-install-" then
+    require("cellbox.install").on_progress(p)
+  end
   if p.value and p.value.kind == "end" then
     state.progress[p.token] = nil
   else
@@ -129,6 +132,9 @@ function M.connect()
   end)
   client:on(methods.PtyExit, function(p)
     require("cellbox.terminal").on_exit(p)
+  end)
+  client:on(methods.NetworkBlocked, function(p)
+    require("cellbox.network").on_blocked(p)
   end)
   client:on_request(methods.KernelInputRequest, on_input_request)
   local err, res = client:request_sync(methods.Initialize, {

@@ -64,6 +64,7 @@ function M.terminal(command)
     workspaceId = ws and ws.workspaceId or nil,
     command = (command and #command > 0) and command or nil,
   }
+  params.network, params.allow = require("cellbox.network").start_params(ws and ws.workspaceId)
   local res = call(methods.PtyOpen, params)
   if not res then
     vim.cmd("bwipeout! " .. buf)

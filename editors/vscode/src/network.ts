@@ -1,0 +1,200 @@
+// The network of a workspace's sandbox (PROTOCOL.md §9) and its packages: the rules this client
+// set for each workspace (the daemon does not say what they are, and workspace/setNetwork replaces
+// them, so the client keeps the list and sends all of it), the prompt a `network/blocked` gets
+// (once per rule at a time, never again for a rule the user dismissed this session), and
+// workspace/install with its `$/progress`. No `vscode` import: the extension gives it the UI
+// (an `ask` and a `persist`), the tests drive it against the real daemon.
+import { CancellationToken } from "vscode-jsonrpc/node";
+import type { CellboxClient } from "./client";
+import {
+  Methods,
+  type NetworkMode,
+  type NetworkBlockedParams,
+  type PackageManager,
+  type ProgressParams,
+  type WorkspaceInstallResult,
+} from "../../protocol/protocol";
+
+/** The user's answer to a blocked connection: allow it for this session, for good, or not (dismissed). */
+export type BlockedAnswer = "once" | "always" | undefined;
+
+/** The modes a workspace's network can be set to (kernel/start also takes "host": its own sandbox). */
+export type WorkspaceNetwork = Extract<NetworkMode, "none" | "allowlist">;
+
+/** What the client knows of one workspace's network: what it set, and the prompts of this session. */
+export interface WorkspaceNetworkState {
+  mode: NetworkMode;
+  allow: string[];
+  /** Rules whose prompt is showing. */
+  pending: Set<string>;
+  /** Rules the user dismissed this session: not asked again. */
+  dismissed: Set<string>;
+}
+
+export interface NetworkPolicyOptions {
+  /** The mode kernels and terminals start with (setting cellbox.network.mode). */
+  mode?: NetworkMode;
+  /** The rules they start with (setting cellbox.network.allow). */
+  allow?: string[];
+  /** Asks the user about a blocked connection; absent: nothing is asked (dismissed). */
+  ask?: (message: string, p: NetworkBlockedParams, rule: string) => Promise<BlockedAnswer>;
+  /** Keeps a rule for later sessions ("Always allow"). */
+  persist?: (rule: string) => Promise<void>;
+  /** "the kernel of nb.ipynb" for a kernelId, when the editor knows whose it is. */
+  describeKernel?: (kernelId: string) => string | undefined;
+  /** Reports a failure (setNetwork refused); absent: thrown away. */
+  onError?: (message: string) => void;
+}
+
+/** The rule that allows a blocked connection: the daemon's `rule`, else host:port. */
+export function ruleFor(p: Pick<NetworkBlockedParams, "host" | "port" | "rule">): string {
+  if (p.rule) return p.rule;
+  const host = p.host.includes(":") && !p.host.startsWith("[") ? `[${p.host}]` : p.host;
+  return p.port ? `${host}:${p.port}` : host;
+}
+
+/** "cellbox blocked pypi.org:443 (pypi.org is not in the allowlist) from the kernel of nb.ipynb. Allow?" */
+export function blockedMessage(p: NetworkBlockedParams, source?: string): string {
+  const reason = p.reason ? ` (${p.reason})` : "";
+  const from = source ? ` from ${source}` : "";
+  return `cellbox blocked ${ruleFor(p)}${reason}${from}. Allow?`;
+}
+
+export class NetworkPolicy {
+  private readonly workspaces = new Map<string, WorkspaceNetworkState>();
+
+  constructor(private readonly client: CellboxClient, readonly opts: NetworkPolicyOptions = {}) {}
+
+  /** The state of a workspace, starting from the settings. */
+  state(workspaceId: string): WorkspaceNetworkState {
+    let s = this.workspaces.get(workspaceId);
+    if (!s) {
+      s = { mode: this.opts.mode ?? "none", allow: [...(this.opts.allow ?? [])], pending: new Set(), dismissed: new Set() };
+      this.workspaces.set(workspaceId, s);
+    }
+    return s;
+  }
+
+  /**
+   * network and allow for kernel/start and pty/open: the workspace's live rules (kernel/start
+   * sets the workspace's network as setNetwork does, so it must carry every rule).
+   */
+  startParams(workspaceId?: string): { network?: NetworkMode; allow?: string[] } {
+    const s = workspaceId ? this.state(workspaceId) : { mode: this.opts.mode ?? "none", allow: this.opts.allow ?? [] };
+    if (s.mode === "allowlist") return { network: "allowlist", allow: [...s.allow] };
+    return { network: s.mode };
+  }
+
+  /** Sends the workspace's mode and every rule (workspace/setNetwork replaces them). */
+  async apply(workspaceId: string): Promise<void> {
+    const s = this.state(workspaceId);
+    const network: WorkspaceNetwork = s.mode === "allowlist" ? "allowlist" : "none";
+    await this.client.request(Methods.WorkspaceSetNetwork, { workspaceId, network, allow: network === "allowlist" ? [...s.allow] : undefined });
+  }
+
+  /** Adds a rule (switching the workspace to "allowlist"); persist: also for later sessions. */
+  async allow(workspaceId: string, rule: string, persist = false): Promise<void> {
+    const s = this.state(workspaceId);
+    rule = rule.trim();
+    if (!rule) return;
+    if (!s.allow.includes(rule)) s.allow.push(rule);
+    s.mode = "allowlist";
+    s.dismissed.delete(rule);
+    await this.apply(workspaceId);
+    if (persist) await this.opts.persist?.(rule);
+  }
+
+  /** Removes a rule. */
+  async remove(workspaceId: string, rule: string): Promise<void> {
+    const s = this.state(workspaceId);
+    s.allow = s.allow.filter((r) => r !== rule);
+    await this.apply(workspaceId);
+  }
+
+  /** Sets the workspace's mode, keeping its rules. */
+  async setMode(workspaceId: string, mode: WorkspaceNetwork): Promise<void> {
+    this.state(workspaceId).mode = mode;
+    await this.apply(workspaceId);
+  }
+
+  /**
+   * A network/blocked notification: asks once per (workspace, rule) at a time, never for a rule
+   * the user dismissed this session or one already allowed, and allows what the user says.
+   * Resolves with the answer (undefined when nothing was asked or it was dismissed).
+   */
+  async onBlocked(p: NetworkBlockedParams): Promise<BlockedAnswer> {
+    const s = this.state(p.workspaceId);
+    const rule = ruleFor(p);
+    if (s.pending.has(rule) || s.dismissed.has(rule) || (s.mode === "allowlist" && s.allow.includes(rule))) return undefined;
+    if (!this.opts.ask) return undefined;
+    s.pending.add(rule);
+    try {
+      const source = p.kernelId ? (this.opts.describeKernel?.(p.kernelId) ?? `kernel ${p.kernelId}`) : undefined;
+      const answer = await this.opts.ask(blockedMessage(p, source), p, rule);
+      if (!answer) {
+        s.dismissed.add(rule);
+        return undefined;
+      }
+      await this.allow(p.workspaceId, rule, answer === "always");
+      return answer;
+    } catch (e) {
+      this.opts.onError?.(`cellbox: cannot allow ${rule}: ${(e as Error).message}`);
+      return undefined;
+    } finally {
+      s.pending.delete(rule);
+    }
+  }
+}
+
+/** "1.2 MB", "340 kB", "12 B". */
+export function formatBytes(n: number): string {
+  if (n < 1000) return `${n} B`;
+  if (n < 1e6) return `${(n / 1e3).toFixed(n < 1e4 ? 1 : 0)} kB`;
+  if (n < 1e9) return `${(n / 1e6).toFixed(1)} MB`;
+  return `${(n / 1e9).toFixed(1)} GB`;
+}
+
+/** "installed requests 2.31.0, urllib3 2.0.7 (3 from cache, 1.2 MB downloaded, 2.1 s)" */
+export function installMessage(r: WorkspaceInstallResult): string {
+  const names = r.installed.map((p) => `${p.name} ${p.version}`.trim()).join(", ");
+  return `installed ${names || "nothing new"} (${r.cacheHits} from cache, ${formatBytes(r.downloadedBytes)} downloaded, ${(r.durationMs / 1000).toFixed(1)} s)`;
+}
+
+/** Splits what the user typed into package specifiers ("requests numpy==2.0", commas too). */
+export function parsePackages(s: string): string[] {
+  return s.split(/[\s,]+/).filter(Boolean);
+}
+
+let installSeq = 0;
+/** The prefix of install's workDoneTokens (the extension's window progress leaves them alone). */
+export const INSTALL_TOKEN_PREFIX = "install-";
+
+/**
+ * workspace/install: reports each `$/progress` of its token as a line ("Downloading requests",
+ * "1.2 MB, 3 files"), resolves with the result.
+ */
+export async function install(
+  client: Pick<CellboxClient, "request" | "onProgress">,
+  workspaceId: string,
+  manager: PackageManager,
+  packages: string[],
+  report: (message: string) => void,
+  token?: CancellationToken,
+): Promise<WorkspaceInstallResult> {
+  const workDoneToken = `${INSTALL_TOKEN_PREFIX}${process.pid}-${++installSeq}`;
+  let ended = false;
+  const sub = client.onProgress((p: ProgressParams) => {
+    if (p.token !== workDoneToken || ended) return;
+    if (p.value.kind === "end") {
+      ended = true;
+      return;
+    }
+    const text = [p.value.title, p.value.message].filter(Boolean).join(": ");
+    if (text) report(text);
+  });
+  try {
+    return await client.request(Methods.WorkspaceInstall, { workspaceId, manager, packages, workDoneToken }, token);
+  } finally {
+    sub.dispose();
+  }
+}

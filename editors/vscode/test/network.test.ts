@@ -1,0 +1,147 @@
+// The network and packages (PROTOCOL.md §9) against the real daemon: a cell's blocked connection
+// is asked about once (a warning message with "Allow once" / "Always allow", faked in
+// test/fake-vscode.ts) however often the cell runs while the prompt shows, a dismissed rule is not
+// asked again, and "Allow once" sends workspace/setNetwork with the workspace's whole allowlist.
+// cellbox.install shows the `$/progress` of its token in a notification and what was installed.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import * as vscode from "vscode";
+import { CellboxClient } from "../src/client";
+import { Session } from "../src/session";
+import { networkUI, installCommand, ALLOW_ONCE, ALWAYS_ALLOW } from "../src/networkCommands";
+import { blockedMessage, installMessage, formatBytes, ruleFor } from "../src/network";
+import { Methods, type NetworkBlockedParams, type WorkspaceInstallResult } from "../../protocol/protocol";
+import { tempEnv, connectStdio, until, Env } from "./helpers";
+
+const fake = vscode as any;
+let e: Env;
+let c: CellboxClient;
+let s: Session;
+/** Every request the client sent: [method, params]. */
+const sent: [string, any][] = [];
+const blocked: NetworkBlockedParams[] = [];
+
+before(async () => {
+  e = tempEnv();
+  c = await connectStdio(e);
+  const request = c.request.bind(c) as (...a: unknown[]) => Promise<unknown>;
+  (c as any).request = (method: string, ...rest: unknown[]) => {
+    sent.push([method, rest[0]]);
+    return request(method, ...rest);
+  };
+  c.onBlocked((p) => blocked.push(p));
+  s = new Session(c, { root: e.project, network: "none" }, networkUI());
+});
+after(async () => {
+  fake.setWarningAnswer(() => undefined);
+  await c.dispose();
+  e.cleanup();
+});
+
+const fetchCode = (host: string) =>
+  ["import urllib.request", "try:", `    urllib.request.urlopen('http://${host}/', timeout=20)`, "except Exception as e:", "    print('refused:', type(e).__name__)"].join("\n");
+
+test("the prompt's text: the rule, the reason and the kernel", () => {
+  const p = { workspaceId: "w", host: "pypi.org", port: 443, reason: "pypi.org is not in the allowlist", kernelId: "k1", rule: "pypi.org:443" };
+  assert.equal(blockedMessage(p, "the kernel of nb.ipynb"), "cellbox blocked pypi.org:443 (pypi.org is not in the allowlist) from the kernel of nb.ipynb. Allow?");
+  assert.equal(ruleFor({ host: "example.com", port: 80 }), "example.com:80");
+  assert.equal(ruleFor({ host: "::1", port: 8080 }), "[::1]:8080");
+});
+
+test("a blocked connection is asked about once; Allow once sends setNetwork with the rule", async () => {
+  const path = join(e.project, "fetch.py");
+  const warnings = fake.created.warnings.length;
+  let answer!: (v: string | undefined) => void;
+  const asked: string[][] = [];
+  fake.setWarningAnswer((_m: string, actions: string[]) => {
+    asked.push(actions);
+    return new Promise((r) => (answer = r));
+  });
+  const first = await s.run({ path, language: "python", code: fetchCode("blocked.example"), firstLine: 0, lastLine: 4 });
+  assert.equal(first.execution.status, "ok", JSON.stringify(first.execution.outputs));
+  await until(() => fake.created.warnings.length > warnings, 20000, "the prompt");
+  // The cell runs again while the prompt shows: the daemon reports it again, nobody is asked again.
+  const seen = blocked.length;
+  await s.run({ path, language: "python", code: fetchCode("blocked.example"), firstLine: 0, lastLine: 4 });
+  await until(() => blocked.length > seen, 20000, "the second network/blocked");
+  const prompts = fake.created.warnings.slice(warnings);
+  assert.equal(prompts.length, 1, JSON.stringify(prompts));
+  assert.match(prompts[0], /^cellbox blocked blocked\.example:80 \(.+\) from the python kernel\. Allow\?$/);
+  const b = blocked.find((x) => x.host === "blocked.example")!;
+  assert.equal(b.port, 80);
+  assert.ok(b.reason, "a reason");
+  assert.equal(b.kernelId, s.kernels.get("python")?.kernelId);
+  assert.deepEqual(asked, [[ALLOW_ONCE, ALWAYS_ALLOW]]);
+  const setsBefore = sent.filter(([m]) => m === Methods.WorkspaceSetNetwork).length;
+  answer(ALLOW_ONCE);
+  await until(() => sent.filter(([m]) => m === Methods.WorkspaceSetNetwork).length > setsBefore, 20000, "workspace/setNetwork");
+  const set = sent.filter(([m]) => m === Methods.WorkspaceSetNetwork).at(-1)![1];
+  assert.deepEqual(set, { workspaceId: s.workspace!.workspaceId, network: "allowlist", allow: ["blocked.example:80"] });
+  assert.deepEqual(s.network.state(s.workspace!.workspaceId).allow, ["blocked.example:80"]);
+  // Allow once is for this session: nothing went to the settings.
+  assert.deepEqual(fake.configUpdates, []);
+});
+
+test("a dismissed rule is not asked about again in this session", async () => {
+  const path = join(e.project, "other.py");
+  const warnings = fake.created.warnings.length;
+  fake.setWarningAnswer(() => undefined);
+  const seen = blocked.length;
+  await s.run({ path, language: "python", code: fetchCode("other.example"), firstLine: 0, lastLine: 4 });
+  await until(() => fake.created.warnings.length > warnings, 20000, "the prompt");
+  await s.run({ path, language: "python", code: fetchCode("other.example"), firstLine: 0, lastLine: 4 });
+  await until(() => blocked.filter((x) => x.host === "other.example").length >= 2 && blocked.length > seen, 20000, "the second network/blocked");
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(fake.created.warnings.length - warnings, 1);
+  assert.ok(s.network.state(s.workspace!.workspaceId).dismissed.has("other.example:80"));
+  assert.deepEqual(s.network.state(s.workspace!.workspaceId).allow, ["blocked.example:80"]);
+});
+
+test("cellbox.install: progress in a notification, then what was installed", async () => {
+  await s.ensureWorkspace();
+  const workspaceId = s.workspace!.workspaceId;
+  const result: WorkspaceInstallResult = {
+    installed: [
+      { name: "requests", version: "2.31.0" },
+      { name: "urllib3", version: "2.0.7" },
+    ],
+    cacheHits: 3,
+    downloadedBytes: 1_234_567,
+    durationMs: 2100,
+  };
+  // The daemon's reply, as PROTOCOL.md §9 gives it: $/progress on the workDoneToken, then the result.
+  const request = c.request;
+  let params: any;
+  (c as any).request = async (method: string, p: any, ...rest: unknown[]) => {
+    if (method !== Methods.WorkspaceInstall) return (request as any)(method, p, ...rest);
+    params = p;
+    const fire = (value: unknown) => (c as any)._onProgress.fire({ token: p.workDoneToken, value });
+    fire({ kind: "begin", title: "pip install" });
+    fire({ kind: "report", message: "requests 2.31.0: 63 kB, 1 file" });
+    fire({ kind: "report", message: "1.2 MB, 4 files" });
+    fire({ kind: "end" });
+    fire({ kind: "report", message: "after the end" });
+    return result;
+  };
+  fake.setQuickPick((items: any[]) => items.find((i) => i.label === "pip"));
+  fake.setInputBox(() => "requests  urllib3");
+  const infos = fake.created.infos.length;
+  try {
+    const message = await installCommand(s);
+    assert.deepEqual(params.packages, ["requests", "urllib3"]);
+    assert.equal(params.manager, "pip");
+    assert.equal(params.workspaceId, workspaceId);
+    const shown = fake.progressShown.at(-1);
+    assert.equal(shown.title, "cellbox: pip install requests urllib3");
+    assert.equal(shown.location, fake.ProgressLocation.Notification);
+    assert.deepEqual(shown.messages, ["pip install", "requests 2.31.0: 63 kB, 1 file", "1.2 MB, 4 files"]);
+    assert.equal(message, "cellbox: installed requests 2.31.0, urllib3 2.0.7 (3 from cache, 1.2 MB downloaded, 2.1 s)");
+    assert.equal(fake.created.infos.at(-1), message);
+    assert.ok(fake.created.infos.length > infos);
+  } finally {
+    (c as any).request = request;
+  }
+  assert.equal(formatBytes(0), "0 B");
+  assert.equal(installMessage({ installed: [], cacheHits: 0, downloadedBytes: 0, durationMs: 40 }), "installed nothing new (0 from cache, 0 B downloaded, 0.0 s)");
+});
