@@ -29,9 +29,17 @@ type Options struct {
 	// environment).
 	Client *http.Client
 	// Proxy is the HTTP proxy of the default client; nil: direct.
-	Proxy  *url.URL
+	Proxy *url.URL
+	// Fresh is how long a kept project page or packument answers without
+	// asking the upstream again; 0: DefaultFresh, < 0: always ask.
+	Fresh  time.Duration
 	Logger *slog.Logger
 }
+
+// DefaultFresh is Options.Fresh's default: the max-age the public
+// registries give their pages (npm's packuments, PyPI's simple pages), and
+// as long as npm's own cache trusts one.
+const DefaultFresh = 5 * time.Minute
 
 // Bounds.
 const (
@@ -59,6 +67,7 @@ type Cache struct {
 	pypi    *url.URL
 	npm     *url.URL
 	maxFile int64
+	fresh   time.Duration // Options.Fresh
 
 	ctx    context.Context // cancelled by Close: ends the downloads
 	cancel context.CancelFunc
@@ -89,6 +98,9 @@ func New(o Options) (*Cache, error) {
 	}
 	if o.MaxBytes < 0 {
 		return nil, fmt.Errorf("packages.New: MaxBytes %d is negative", o.MaxBytes)
+	}
+	if o.Fresh == 0 {
+		o.Fresh = DefaultFresh
 	}
 	if o.MaxBytes == 0 {
 		o.MaxBytes = DefaultMaxBytes
@@ -124,6 +136,7 @@ func New(o Options) (*Cache, error) {
 		pypi:    pypi,
 		npm:     npm,
 		maxFile: min(o.MaxBytes, MaxFileBytes),
+		fresh:   o.Fresh,
 		ctx:     ctx,
 		cancel:  cancel,
 		flights: map[string]*flight{},

@@ -132,6 +132,9 @@ func setup(t *testing.T, o Options) (*Cache, *httptest.Server, *fetches) {
 	if o.NPM == "" {
 		o.NPM = "http://127.0.0.1:1/"
 	}
+	if o.Fresh == 0 {
+		o.Fresh = -1 // every page from the upstream, unless the test says otherwise
+	}
 	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)

@@ -107,6 +107,10 @@ func (c *Cache) npmPackument(ctx context.Context, name string) (*npmKept, error)
 	if err != nil {
 		return nil, errorf(ErrInvalidName, err, "package name %q: %v", name, err)
 	}
+	var fresh npmKept
+	if c.fresh > 0 && c.readKept(rel, &fresh) == nil && time.Since(fresh.Fetched) < c.fresh {
+		return &fresh, nil
+	}
 	body, final, _, err := c.getPage(ctx, u, npmAccept)
 	if err == nil {
 		var probe struct {

@@ -130,6 +130,10 @@ func (h *handler) writePage(w http.ResponseWriter, r *http.Request, ctype string
 func (c *Cache) pypiProject(ctx context.Context, name string) (*pypiPage, error) {
 	rel := "pypi/projects/" + name + ".json"
 	u := c.pypi.JoinPath(name + "/")
+	var fresh pypiPage
+	if c.fresh > 0 && c.readKept(rel, &fresh) == nil && time.Since(fresh.Fetched) < c.fresh {
+		return &fresh, nil
+	}
 	page, err := c.fetchPyPIProject(ctx, name, u)
 	if err == nil {
 		if err := c.writeKept(rel, page); err != nil {

@@ -294,3 +294,22 @@ func TestConcurrentRequestsFetchOnce(t *testing.T) {
 		t.Errorf("fetched upstream %d times, want 1", got)
 	}
 }
+
+// TestPageFresh: a page younger than Options.Fresh answers without the
+// upstream (as the registries' max-age allows); an older one is asked
+// for again.
+func TestPageFresh(t *testing.T) {
+	up := newUpstream(t)
+	newPyPIFixture(up, "html")
+	dir := filepath.Join(t.TempDir(), "cache")
+	_, srv, _ := setup(t, Options{Dir: dir, PyPI: up.URL + "/simple/", Fresh: time.Hour})
+	_, first := get(t, srv.URL+"/pypi/simple/demo-pkg/", "")
+	up.failWith(http.StatusNotFound)
+	if status, again := get(t, srv.URL+"/pypi/simple/demo-pkg/", ""); status != 200 || string(again) != string(first) {
+		t.Errorf("a fresh page asked the upstream: %d %s", status, again)
+	}
+	_, srv2, _ := setup(t, Options{Dir: dir, PyPI: up.URL + "/simple/", Fresh: time.Nanosecond})
+	if status, _ := get(t, srv2.URL+"/pypi/simple/demo-pkg/", ""); status != 404 {
+		t.Errorf("a stale page did not ask the upstream: %d", status)
+	}
+}
