@@ -197,41 +197,37 @@ func (w *Workspace) npmInstall(ctx context.Context, pkgs []string) ([]protocol.I
 	return installed, nil
 }
 
-// npmList is every package under prefix (npm ls --all), sorted.
+// npmList is every package under prefix, sorted: npm's hidden lockfile
+// (node_modules/.package-lock.json, npm 7 and later), read in the sandbox
+// (a file a sandbox wrote is read where it is, by a program there).
 func (w *Workspace) npmList(ctx context.Context, prefix string) ([]protocol.InstalledPackage, error) {
-	out, _, err := w.runTool(ctx, []string{"sh", "-c", `test -d "$1/node_modules" || exit 0; npm ls --prefix "$1" --all --json 2>/dev/null; exit 0`, "sh", prefix})
+	out, _, err := w.runTool(ctx, []string{"sh", "-c", `cat "$1/node_modules/.package-lock.json" 2>/dev/null; exit 0`, "sh", prefix})
 	if err != nil {
 		return nil, err
 	}
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil, nil
 	}
-	type dep struct {
-		Version      string          `json:"version"`
-		Dependencies map[string]*dep `json:"dependencies"`
+	var lock struct {
+		Packages map[string]struct {
+			Version string `json:"version"`
+			Link    bool   `json:"link"`
+		} `json:"packages"`
 	}
-	var root dep
-	if err := json.Unmarshal(out, &root); err != nil {
-		return nil, fmt.Errorf("read npm ls: %w", err)
+	if err := json.Unmarshal(out, &lock); err != nil {
+		return nil, fmt.Errorf("read npm's lockfile: %w", err)
 	}
 	var list []protocol.InstalledPackage
-	var walk func(map[string]*dep, int)
-	walk = func(m map[string]*dep, depth int) {
-		if depth > 64 {
-			return
+	for path, p := range lock.Packages {
+		i := strings.LastIndex(path, "node_modules/")
+		if i < 0 || p.Version == "" || p.Link {
+			continue
 		}
-		for name, d := range m {
-			if d == nil || d.Version == "" {
-				continue
-			}
-			p := protocol.InstalledPackage{Name: name, Version: d.Version}
-			if !slices.Contains(list, p) {
-				list = append(list, p)
-			}
-			walk(d.Dependencies, depth+1)
+		pkg := protocol.InstalledPackage{Name: path[i+len("node_modules/"):], Version: p.Version}
+		if !slices.Contains(list, pkg) {
+			list = append(list, pkg)
 		}
 	}
-	walk(root.Dependencies, 0)
 	slices.SortFunc(list, func(a, b protocol.InstalledPackage) int {
 		return strings.Compare(a.Name+"@"+a.Version, b.Name+"@"+b.Version)
 	})
