@@ -20,6 +20,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +34,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/net/proxy"
@@ -51,6 +54,8 @@ func main() {
 type options struct {
 	n, mb, installs int
 	cellbox, pkg    string
+	// the child processes' roles (see upstreamMain, clientMain)
+	role, via, proxy, url, ca string
 }
 
 func run(args []string) error {
@@ -61,8 +66,19 @@ func run(args []string) error {
 	fs.IntVar(&o.installs, "installs", 5, "measured installs per side (0: skip the install benchmark)")
 	fs.StringVar(&o.cellbox, "cellbox", "", "the cellbox `binary` (for the install benchmark)")
 	fs.StringVar(&o.pkg, "package", "left-pad@1.3.0", "the npm `package` to install")
+	fs.StringVar(&o.role, "role", "", "internal: upstream or client (a child process of the benchmark)")
+	fs.StringVar(&o.via, "via", "direct", "internal: the client's path: direct, http or socks")
+	fs.StringVar(&o.proxy, "proxy", "", "internal: the proxy's address")
+	fs.StringVar(&o.url, "url", "", "internal: what the client gets")
+	fs.StringVar(&o.ca, "ca", "", "internal: the upstream's certificate (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	switch o.role {
+	case "upstream":
+		return upstreamMain(o)
+	case "client":
+		return clientMain(o)
 	}
 	if err := proxies(o); err != nil {
 		return err
@@ -81,7 +97,10 @@ type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
-func proxies(o options) error {
+// upstreamMain serves the download in a process of its own (a plain and
+// a TLS server on loopback), prints their URLs and the TLS certificate's
+// file, and serves until its stdin closes.
+func upstreamMain(o options) error {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
 			w.Header().Set("Content-Length", fmt.Sprint(o.mb<<20))
@@ -94,6 +113,84 @@ func proxies(o options) error {
 	defer plain.Close()
 	tlsSrv := httptest.NewTLSServer(handler)
 	defer tlsSrv.Close()
+	ca, err := os.CreateTemp("", "cellbox-network-bench-ca-*.pem")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(ca.Name())
+	if err := pem.Encode(ca, &pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}); err != nil {
+		return err
+	}
+	ca.Close()
+	fmt.Println(plain.URL, tlsSrv.URL, ca.Name())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// clientMain is the program in the sandbox's place, a process of its own:
+// it GETs o.url o.n times (each on a new connection) by o.via, and prints
+// each request's nanoseconds and bytes.
+func clientMain(o options) error {
+	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+	if o.ca != "" {
+		b, err := os.ReadFile(o.ca)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(b)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	}
+	switch o.via {
+	case "http":
+		tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: o.proxy})
+	case "socks":
+		d, err := proxy.SOCKS5("tcp", o.proxy, nil, &net.Dialer{})
+		if err != nil {
+			return err
+		}
+		tr.DialContext = d.(proxy.ContextDialer).DialContext
+	}
+	c := &http.Client{Transport: tr}
+	for range o.n {
+		t0 := time.Now()
+		resp, err := c.Get(o.url)
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			return fmt.Errorf("GET %s: %s %v", o.url, resp.Status, err)
+		}
+		fmt.Println(time.Since(t0).Nanoseconds(), n)
+	}
+	return nil
+}
+
+func proxies(o options) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	up := exec.Command(self, "-role", "upstream", "-mb", fmt.Sprint(o.mb))
+	upIn, err := up.StdinPipe()
+	if err != nil {
+		return err
+	}
+	upOut, err := up.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	up.Stderr = os.Stderr
+	if err := up.Start(); err != nil {
+		return err
+	}
+	defer func() { upIn.Close(); _ = up.Wait() }()
+	var plainURL, tlsURL, caFile string
+	if _, err := fmt.Fscanln(upOut, &plainURL, &tlsURL, &caFile); err != nil {
+		return fmt.Errorf("the upstream process: %w", err)
+	}
 
 	srv := network.NewServer(network.Options{Policy: func() network.Policy {
 		rules, _ := network.ParseRules([]string{"127.0.0.1"})
@@ -110,92 +207,77 @@ func proxies(o options) error {
 	}
 	go func() { _ = srv.ServeHTTP(hl) }()
 	go func() { _ = srv.ServeSOCKS(sl) }()
-	proxyURL := &url.URL{Scheme: "http", Host: hl.Addr().String()}
-	socks, err := proxy.SOCKS5("tcp", sl.Addr().String(), nil, &net.Dialer{})
-	if err != nil {
-		return err
-	}
-	socksDial := socks.(proxy.ContextDialer).DialContext
 
-	pool := tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	client := func(via func(*http.Transport)) *http.Client {
-		tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool}}
-		if via != nil {
-			via(tr)
-		}
-		return &http.Client{Transport: tr}
-	}
-	direct := client(nil)
-	viaHTTP := client(func(tr *http.Transport) { tr.Proxy = http.ProxyURL(proxyURL) })
-	viaSOCKS := client(func(tr *http.Transport) { tr.DialContext = socksDial })
-
+	// ref is the direct side each proxied side is compared with.
 	sides := []struct {
-		name   string
-		c      *http.Client
-		base   string
-		direct bool
+		name, via, proxy, base string
+		ref                    int
 	}{
-		{"direct, http", direct, plain.URL, true},
-		{"HTTP proxy, forwarded request", viaHTTP, plain.URL, false},
-		{"direct, https", direct, tlsSrv.URL, true},
-		{"HTTP proxy, CONNECT tunnel (https)", viaHTTP, tlsSrv.URL, false},
-		{"SOCKS5 (http)", viaSOCKS, plain.URL, false},
+		{"direct, http", "direct", "", plainURL, -1},
+		{"HTTP proxy, forwarded request", "http", hl.Addr().String(), plainURL, 0},
+		{"SOCKS5 (http)", "socks", sl.Addr().String(), plainURL, 0},
+		{"direct, https", "direct", "", tlsURL, -1},
+		{"HTTP proxy, CONNECT tunnel (https)", "http", hl.Addr().String(), tlsURL, 3},
 	}
-	get := func(c *http.Client, u string) (int64, error) {
-		resp, err := c.Get(u)
+	client := func(i int, path string, n int) ([]time.Duration, []float64, error) {
+		s := sides[i]
+		out, err := exec.Command(self, "-role", "client", "-via", s.via, "-proxy", s.proxy, "-url", s.base+path, "-n", fmt.Sprint(n), "-ca", caFile).Output()
 		if err != nil {
-			return 0, err
+			return nil, nil, fmt.Errorf("%s: %w", s.name, err)
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("GET %s: %s", u, resp.Status)
+		var ds []time.Duration
+		var mbps []float64
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var ns, bytes int64
+			if _, err := fmt.Sscan(line, &ns, &bytes); err != nil {
+				return nil, nil, fmt.Errorf("%s: %q: %w", s.name, line, err)
+			}
+			ds = append(ds, time.Duration(ns))
+			mbps = append(mbps, float64(bytes)/(1<<20)/time.Duration(ns).Seconds())
 		}
-		return io.Copy(io.Discard, resp.Body)
+		return ds, mbps, nil
 	}
-	// Warm up every side, then interleave.
 	lat := make([][]time.Duration, len(sides))
-	for _, s := range sides {
-		for range 20 {
-			if _, err := get(s.c, s.base+"/small"); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-		}
-	}
-	for range o.n {
-		for i, s := range sides {
-			t0 := time.Now()
-			if _, err := get(s.c, s.base+"/small"); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-			lat[i] = append(lat[i], time.Since(t0))
-		}
-	}
-	const runs = 5
 	thr := make([][]float64, len(sides))
-	for range runs {
-		for i, s := range sides {
-			t0 := time.Now()
-			n, err := get(s.c, s.base+"/big")
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-			thr[i] = append(thr[i], float64(n)/(1<<20)/time.Since(t0).Seconds())
+	const rounds, runs = 10, 7
+	for i := range sides { // warm up
+		if _, _, err := client(i, "/small", 20); err != nil {
+			return err
 		}
 	}
-	fmt.Printf("proxies: %d requests per side, each on a new connection; a %d MB download %d times per side (median)\n\n", o.n, o.mb, runs)
+	for range rounds {
+		for i := range sides {
+			ds, _, err := client(i, "/small", max(1, o.n/rounds))
+			if err != nil {
+				return err
+			}
+			lat[i] = append(lat[i], ds...)
+		}
+	}
+	for range runs {
+		for i := range sides {
+			_, m, err := client(i, "/big", 1)
+			if err != nil {
+				return err
+			}
+			thr[i] = append(thr[i], m...)
+		}
+	}
+	fmt.Printf("proxies (the client, the proxy and the server each a process): %d requests per side, each on a new connection; a %d MB download %d times per side (median)\n\n", rounds*max(1, o.n/rounds), o.mb, runs)
 	fmt.Printf("| path | request p50 | request p99 | added p50 vs direct | %d MB download | vs direct |\n|---|---|---|---|---|---|\n", o.mb)
-	var refLat time.Duration
-	var refThr float64
+	med := func(i int) float64 {
+		s := slices.Clone(thr[i])
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
 	for i, s := range sides {
 		p50, p99 := pct(lat[i], 50), pct(lat[i], 99)
-		slices.Sort(thr[i])
-		mbps := thr[i][len(thr[i])/2]
-		if s.direct {
-			refLat, refThr = p50, mbps
-			fmt.Printf("| %s | %s | %s | | %.0f MB/s | |\n", s.name, ms(p50), ms(p99), mbps)
+		if s.ref < 0 {
+			fmt.Printf("| %s | %s | %s | | %.0f MB/s | |\n", s.name, ms(p50), ms(p99), med(i))
 			continue
 		}
-		fmt.Printf("| %s | %s | %s | %+.3f ms | %.0f MB/s | %.0f%% |\n", s.name, ms(p50), ms(p99), float64(p50-refLat)/1e6, mbps, 100*mbps/refThr)
+		fmt.Printf("| %s | %s | %s | %+.3f ms | %.0f MB/s | %.0f%% |\n", s.name, ms(p50), ms(p99),
+			float64(p50-pct(lat[s.ref], 50))/1e6, med(i), 100*med(i)/med(s.ref))
 	}
 	fmt.Println()
 	return nil
@@ -208,6 +290,9 @@ func installs(o options) error {
 	}
 	defer os.RemoveAll(base)
 	state := filepath.Join(base, "state")
+	// A daemon of its own: its runtime file under its state dir, never
+	// the user's daemon found through XDG_RUNTIME_DIR.
+	os.Unsetenv("XDG_RUNTIME_DIR")
 	ctx := context.Background()
 	c, err := rpc.Dial(ctx, rpc.ClientOptions{StateDir: state, Executable: o.cellbox,
 		ServeArgs:  []string{"--package-cache", filepath.Join(base, "cache")},
@@ -281,7 +366,7 @@ func installs(o options) error {
 // stopDaemon ends the daemon Dial started.
 func stopDaemon(state string, c *rpc.Client) {
 	_ = c.Close()
-	matches, _ := filepath.Glob(filepath.Join(state, "run", "cellbox", "server-*.json"))
+	matches, _ := filepath.Glob(filepath.Join(rpc.RuntimeDir(state), "server-*.json"))
 	for _, m := range matches {
 		var pid int
 		if _, err := fmt.Sscanf(filepath.Base(m), "server-%d.json", &pid); err == nil {
