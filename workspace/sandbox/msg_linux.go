@@ -23,6 +23,7 @@ import (
 //	  | -- {trees} + fds ------>| (root daemon: layers, idmapped project)
 //	  |                          | mounts /workspace, pivot_root    |
 //	  |                          | -- go (fd 4 pipe) -------------->| locks itself down
+//	  |<-- {built} [+ listeners]-| (3128, 1080, 3141 in its network namespace)
 //	  |<---------------------------------------------- {ready} -----|
 //	  | -- {spawn} + stdio fds ---------------------------------->|
 //	  |<---------------------------------- {started pid} [+pty] ---|
