@@ -254,7 +254,7 @@ func TestPackagesNpm(t *testing.T) {
 			t.Fatalf("workspace/install npm: %+v", res)
 		}
 		k := startKernel(t, d.c, protocol.KernelStartParams{Language: "javascript", WorkspaceID: ws})
-		if got := printed(t, d.c, k.KernelID, "console.log(require('left-pad')('7', 3), (await import('left-pad')).default('8', 3))"); got != "007 008\n" {
+		if got := printed(t, d.c, k.KernelID, "console.log(require('left-pad')('7', 3, '0'), (await import('left-pad')).default('8', 3, '0'))"); got != "007 008\n" {
 			t.Fatalf("require and import of the installed package: %q", got)
 		}
 		// Another workspace gets the tarball from the cache.
@@ -268,7 +268,7 @@ func TestPackagesNpm(t *testing.T) {
 		}
 		// install() in a javascript kernel.
 		k2 := startKernel(t, d.c, protocol.KernelStartParams{Language: "javascript", WorkspaceID: openWorkspace(t, d.c, d.project, "npm-3")})
-		r, outs := execute(t, d.c, k2.KernelID, "await install('left-pad@1.3.0')\nrequire('left-pad')('9', 3)")
+		r, outs := execute(t, d.c, k2.KernelID, "await install('left-pad@1.3.0')\nrequire('left-pad')('9', 3, '0')")
 		wantOK(t, r, outs)
 		if got := resultText(t, outs); got != "'009'" {
 			t.Fatalf("install() then require: %q (%+v)", got, outs)
