@@ -182,9 +182,9 @@ var networkEnv = []string{
 	"PIP_DISABLE_PIP_VERSION_CHECK=1",
 }
 
-// EnvPathDirs are prepended to PATH in every sandbox with /env: the
-// environment's programs (pip, python of the virtual environment, npm
-// packages' bins) come first.
+// envPathDirs are prepended to PATH: the environment's programs (pip,
+// python of the virtual environment, npm packages' bins) come first,
+// unless a project's virtual environment is active (withNetworkEnv).
 var envPathDirs = []string{sandbox.EnvPath + "/bin", sandbox.EnvPath + "/npm/node_modules/.bin"}
 
 // withNetworkEnv adds networkEnv (with a network namespace of its own) and
@@ -214,7 +214,14 @@ func withNetworkEnv(env []string, ownNamespace bool) []string {
 	add("NODE_PATH=" + sandbox.EnvPath + "/npm/node_modules")
 	add("CELLBOX_ENV=" + sandbox.EnvPath)
 	if i, ok := has["PATH"]; ok {
-		out[i] = "PATH=" + strings.Join(envPathDirs, ":") + ":" + strings.TrimPrefix(out[i], "PATH=")
+		path := strings.TrimPrefix(out[i], "PATH=")
+		if _, venv := has["VIRTUAL_ENV"]; venv {
+			// A kernel of the project's own virtual environment: its pip
+			// and python stay first (they install into the project's).
+			out[i] = "PATH=" + path + ":" + strings.Join(envPathDirs, ":")
+		} else {
+			out[i] = "PATH=" + strings.Join(envPathDirs, ":") + ":" + path
+		}
 	}
 	return out
 }
