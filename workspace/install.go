@@ -259,7 +259,8 @@ func (w *Workspace) runTool(ctx context.Context, argv []string) (stdout, stderr 
 	}
 	limits, _ := ResolveLimits(nil, DefaultLimits)
 	limits.TimeoutMs = installTimeout.Milliseconds()
-	p, err := w.Spawn(ctx, ProcSpec{Argv: argv, Stdout: outW, Stderr: errW, Limits: limits})
+	// In the sandbox as it runs (a kernel may have asked for the host's network).
+	p, err := w.Spawn(ctx, ProcSpec{Argv: argv, Stdout: outW, Stderr: errW, Limits: limits, Network: w.Network()})
 	outW.Close()
 	errW.Close()
 	if err != nil {

@@ -234,9 +234,13 @@ func (w *Workspace) serveNetwork(sb *sandbox.Sandbox) {
 		return // the host's network
 	}
 	log := w.m.log.With("workspace", w.id)
+	var th blockedThrottle
 	srv := network.NewServer(network.Options{
 		Policy: w.policy,
 		OnBlocked: func(b network.Blocked) {
+			if !th.allow(b, time.Now()) {
+				return
+			}
 			log.Info("connection refused", "host", b.Host, "port", b.Port, "via", b.Via, "reason", b.Reason)
 			if f := w.m.opts.OnBlocked; f != nil {
 				f(w.id, b)
@@ -267,6 +271,45 @@ func (w *Workspace) serveNetwork(sb *sandbox.Sandbox) {
 	_ = srv.Close()
 	_ = idx.Close()
 	wg.Wait()
+}
+
+// blockedThrottle bounds the refusals a sandbox's programs can make the
+// daemon announce: the same host, port and reason once a second, and at
+// most blockedPerSecond in a second (a program retrying in a loop, or
+// flooding on purpose, is one notification, not thousands).
+type blockedThrottle struct {
+	mu     sync.Mutex // guards the fields below
+	second time.Time
+	count  int
+	last   map[string]time.Time
+}
+
+const blockedPerSecond = 20
+
+func (t *blockedThrottle) allow(b network.Blocked, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Sub(t.second) >= time.Second {
+		t.second, t.count = now, 0
+		for k, at := range t.last {
+			if now.Sub(at) >= time.Second {
+				delete(t.last, k)
+			}
+		}
+	}
+	key := b.Host + "\x00" + strconv.Itoa(b.Port) + "\x00" + b.Reason
+	if at, ok := t.last[key]; ok && now.Sub(at) < time.Second {
+		return false
+	}
+	if t.count >= blockedPerSecond {
+		return false
+	}
+	if t.last == nil {
+		t.last = make(map[string]time.Time)
+	}
+	t.last[key] = now
+	t.count++
+	return true
 }
 
 func noPackageCache(w http.ResponseWriter, _ *http.Request) {

@@ -120,7 +120,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return 2
 		}
 	}
-	pkgs, err := packages.New(packages.Options{Dir: cfg.packageCache, MaxBytes: cfg.packageCacheMax, PyPI: cfg.pypiIndex, NPM: cfg.npmRegistry, Logger: log})
+	pkgs, err := packages.New(packages.Options{Dir: cfg.packageCache, MaxBytes: cfg.packageCacheMax, PyPI: cfg.pypiIndex, NPM: cfg.npmRegistry, Proxy: upstream, Logger: log})
 	if err != nil {
 		log.Error("cannot open the package cache", "dir", cfg.packageCache, "err", err)
 		return 1
