@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/rpc"
 )
 
 // End-to-end tests of PROTOCOL.md §9's network: a workspace's programs
@@ -338,4 +339,71 @@ print(b'upstream-secret' in blob, 'upstream-secret' in repr(dict(os.environ)))
 			t.Fatalf("the upstream proxy's credentials in the sandbox: %q", got)
 		}
 	})
+}
+
+// TestNetworkTokenNotVisible: the websocket daemon's token (the key to the
+// daemon, which runs code) is nowhere a program of an allowlisted sandbox
+// can read: not in any process's environment or command line, not in a
+// file it can reach, not in the proxies' answers.
+func TestNetworkTokenNotVisible(t *testing.T) {
+	d := startReviewDaemon(t)
+	servers, err := rpc.FindServers(rpc.RuntimeDir(envValue(d.env, "CELLBOX_STATE_DIR")))
+	if err != nil || len(servers) != 1 || len(servers[0].Token) < 16 {
+		t.Fatalf("the daemon's runtime file: %v %+v", err, servers)
+	}
+	token := servers[0].Token
+	ctx := t.Context()
+	var ws protocol.WorkspaceInfo
+	if err := d.c.Call(ctx, protocol.MethodWorkspaceOpen, protocol.WorkspaceOpenParams{Root: t.TempDir()}, &ws); err != nil {
+		t.Fatal(err)
+	}
+	var k protocol.KernelStartResult
+	if err := d.c.Call(ctx, protocol.MethodKernelStart, protocol.KernelStartParams{Language: "python", WorkspaceID: ws.WorkspaceID,
+		Network: protocol.NetworkModeAllowlist, Allow: []string{"example.com"}}, &k); err != nil {
+		t.Fatal(err)
+	}
+	code := fmt.Sprintf(`
+import os, socket
+tok = %q.encode()
+hits = []
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        for f in ('environ', 'cmdline'):
+            try:
+                if tok in open('/proc/%%s/%%s' %% (pid, f), 'rb').read():
+                    hits.append(pid + '/' + f)
+            except OSError:
+                pass
+for top in ('/', ):
+    for root, dirs, files in os.walk(top):
+        dirs[:] = [x for x in dirs if os.path.join(root, x) not in ('/proc', '/sys', '/dev', '/usr')]
+        for f in files:
+            p = os.path.join(root, f)
+            try:
+                if os.path.getsize(p) < 1 << 20 and tok in open(p, 'rb').read():
+                    hits.append(p)
+            except OSError:
+                pass
+for port in (3128, 1080, 3141):
+    s = socket.create_connection(('127.0.0.1', port), timeout=10)
+    s.sendall(b'GET / HTTP/1.0\r\n\r\n')
+    data = b''
+    try:
+        while True:
+            b = s.recv(4096)
+            if not b: break
+            data += b
+    except OSError:
+        pass  # SOCKS5 drops what is not SOCKS5
+    if tok in data:
+        hits.append('port %%d' %% port)
+assert not hits, 'the token is readable at %%s' %% hits
+`, token)
+	var res protocol.ExecuteResult
+	if err := d.c.Call(ctx, protocol.MethodKernelExecute, protocol.KernelExecuteParams{KernelID: k.KernelID, Code: code, ExecutionID: "scan"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != protocol.ExecutionStatusOK {
+		t.Fatalf("the scan: %s %+v", res.Status, res.Error)
+	}
 }
