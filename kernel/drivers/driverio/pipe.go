@@ -29,7 +29,13 @@ func (p *RequestPipe) Read(b []byte) (int, error) {
 	for {
 		// Wait outside the lock: Mark must not wait for the manager.
 		pfd := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
+		switch _, err := unix.Poll(pfd, -1); {
+		case err == unix.EINTR:
+			// A signal (the SIGINT of an interrupt) ended the wait: wait
+			// again. Reading now would block holding mu, and the
+			// interrupt's Mark with it, until the next request came.
+			continue
+		case err != nil:
 			return 0, err
 		}
 		p.mu.Lock()
