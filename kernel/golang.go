@@ -1,9 +1,11 @@
 package kernel
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/cellbox-dev/cellbox/kernel/drivers/godriver"
 	"github.com/cellbox-dev/cellbox/protocol"
@@ -17,6 +19,28 @@ var goDriverSpec = driverSpec{
 	entry:     godriver.Command,
 	mimetype:  "text/x-go",
 	extension: ".go",
+}
+
+// goVersionFile reads the first line of the VERSION file of the Go
+// toolchain whose go command is path (GOROOT/bin/go, symlinks resolved):
+// "go1.26.8", or "" when there is none.
+func goVersionFile(path string) string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open(filepath.Join(filepath.Dir(filepath.Dir(real)), "VERSION"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 64)
+	n, _ := io.ReadFull(f, b)
+	line, _, _ := strings.Cut(string(b[:n]), "\n")
+	if !strings.HasPrefix(line, "go1") {
+		return ""
+	}
+	return strings.TrimSpace(line)
 }
 
 // versionArgs are the arguments that print a language's version, where

@@ -114,6 +114,18 @@ func detect(ctx context.Context, spec languageSpec) Language {
 	if a, ok := versionArgs[spec.id]; ok {
 		versionArg = a
 	}
+	if spec.id == "go" {
+		// The toolchain's VERSION file: running `go version` leaves a
+		// telemetry upload running after it, writing into the user's
+		// config directory.
+		if v := goVersionFile(path); v != "" {
+			if ver, ok := parseVersion(spec, "go version "+v); ok {
+				l.Version, l.Available = ver, true
+				l.Unsupported = append([]string(nil), languageUnsupported[spec.id]...)
+				return l
+			}
+		}
+	}
 	cmd := exec.CommandContext(ctx, path, versionArg)
 	// Not in the daemon's directory, which may be a project a sandbox
 	// writes: its go.mod would choose (and download) the go command's

@@ -138,3 +138,39 @@ func TestDetectLanguagesFailingInterpreter(t *testing.T) {
 		}
 	}
 }
+
+// TestGoVersionFile: the go language's version comes from its toolchain's
+// VERSION file (through a symlinked go command too), without running
+// `go version`, which leaves a telemetry upload running behind it.
+func TestGoVersionFile(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "goroot")
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	goCmd := filepath.Join(root, "bin", "go")
+	if err := os.WriteFile(goCmd, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "go")
+	if err := os.Symlink(goCmd, link); err != nil {
+		t.Fatal(err)
+	}
+	if v := goVersionFile(link); v != "" {
+		t.Fatalf("without a VERSION file: %q", v)
+	}
+	if err := os.WriteFile(filepath.Join(root, "VERSION"), []byte("go1.24.3\ntime 2025-01-01T00:00:00Z\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := goVersionFile(link); v != "go1.24.3" {
+		t.Fatalf("goVersionFile = %q", v)
+	}
+	for _, spec := range languageSpecs {
+		if spec.id == "go" {
+			if v, ok := parseVersion(spec, "go version "+goVersionFile(link)); !ok || v != "1.24.3" {
+				t.Fatalf("the go language's version from a VERSION file: %q %v", v, ok)
+			}
+			return
+		}
+	}
+	t.Fatal("no go language")
+}
