@@ -46,8 +46,12 @@ type Config struct {
 	Scratch string
 	// Network is NetworkNone unless the user asked for the host's.
 	Network Network
-	// Env is a host directory shown read-write at /env (EnvPath): the
-	// workspace's installed packages. "": none.
+	// Env is a host directory holding the upper and work directories of
+	// what programs see read-write at /env (EnvPath): the workspace's
+	// installed packages. In the overlay mode, in the directory of Upper,
+	// it is an overlay on an empty directory, staged as the workspace's
+	// layers are (no mount names a host path); elsewhere its upper
+	// directory is bound. "": none.
 	Env string
 	// ReadOnly are extra host paths bound read-only at the same path, for
 	// interpreters installed outside /usr (for example ~/.pyenv).

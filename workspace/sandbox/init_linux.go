@@ -46,6 +46,8 @@ type initConfig struct {
 	Trees []string `json:"trees,omitempty"`
 
 	trees map[string]*os.File // received
+	// envMounted: the overlay mode mounted /env with the workspace.
+	envMounted bool
 }
 
 // prepConfig is what a sandbox's root needs that does not depend on the

@@ -265,8 +265,8 @@ func finishRoot(pr *prepared, ic *initConfig, lower *os.File) (*Layers, error) {
 		return nil, err
 	}
 
-	if ic.Env != "" {
-		if err := bindOrAttach(ic.tree("env"), ic.Env, in(strings.TrimPrefix(EnvPath, "/")), false); err != nil {
+	if ic.Env != "" && !ic.envMounted {
+		if err := bindOrAttach(ic.tree("env"), filepath.Join(ic.Env, "upper"), in(strings.TrimPrefix(EnvPath, "/")), false); err != nil {
 			return nil, fmt.Errorf("mount the workspace's environment at %s: %w", EnvPath, err)
 		}
 	}
@@ -341,6 +341,20 @@ func mountWorkspace(ic *initConfig, lower *os.File, root, target string, layers 
 	}
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount the overlay of %s (upper %s): %w", cfg.Project, cfg.Upper, err)
+	}
+	// The environment (/env), when it is in the same directory: an overlay
+	// too, on the empty /mnt, so that no mount names a host path.
+	if rel, err := filepath.Rel(stateDir, cfg.Env); cfg.Env != "" && err == nil && filepath.IsLocal(rel) {
+		envDir := filepath.Join(stage, "state", rel)
+		eopts := "lowerdir=" + filepath.Join(root, "mnt") + ",upperdir=" + filepath.Join(envDir, "upper") +
+			",workdir=" + filepath.Join(envDir, "work") + ",userxattr"
+		if strings.ContainsAny(envDir, ",:") {
+			return fmt.Errorf("environment staging path %q holds a comma or colon", envDir)
+		}
+		if err := unix.Mount("overlay", filepath.Join(root, strings.TrimPrefix(EnvPath, "/")), "overlay", unix.MS_NOSUID|unix.MS_NODEV, eopts); err != nil {
+			return fmt.Errorf("mount the workspace's environment at %s: %w", EnvPath, err)
+		}
+		ic.envMounted = true
 	}
 	for _, d := range []string{"state", "lower"} {
 		if err := unix.Unmount(filepath.Join(stage, d), unix.MNT_DETACH); err != nil {

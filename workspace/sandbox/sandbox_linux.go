@@ -288,8 +288,8 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 		if err != nil {
 			return nil, err
 		}
-		if cfg.Env != "" {
-			if err := clone("env", cfg.Env); err != nil {
+		if cfg.Env != "" && cfg.Mode != ModeOverlay { // the overlay mode's is in the layers' directory
+			if err := clone("env", filepath.Join(cfg.Env, "upper")); err != nil {
 				return nil, err
 			}
 		}
