@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,9 +183,11 @@ var networkEnv = []string{
 	"PIP_DISABLE_PIP_VERSION_CHECK=1",
 }
 
-// envPathDirs are prepended to PATH: the environment's programs (pip,
-// python of the virtual environment, npm packages' bins) come first,
-// unless a project's virtual environment is active (withNetworkEnv).
+// envPathDirs go on PATH before the system's directories: the
+// environment's programs (pip and python of its virtual environment, npm
+// packages' bins) come before the system's, and after what a kernel put
+// first (a project's virtual environment, its interpreter's bin/), whose
+// pip installs into the project's as it did.
 var envPathDirs = []string{sandbox.EnvPath + "/bin", sandbox.EnvPath + "/npm/node_modules/.bin"}
 
 // withNetworkEnv adds networkEnv (with a network namespace of its own) and
@@ -214,17 +217,27 @@ func withNetworkEnv(env []string, ownNamespace bool) []string {
 	add("NODE_PATH=" + sandbox.EnvPath + "/npm/node_modules")
 	add("CELLBOX_ENV=" + sandbox.EnvPath)
 	if i, ok := has["PATH"]; ok {
-		path := strings.TrimPrefix(out[i], "PATH=")
-		if _, venv := has["VIRTUAL_ENV"]; venv {
-			// A kernel of the project's own virtual environment: its pip
-			// and python stay first (they install into the project's).
-			out[i] = "PATH=" + path + ":" + strings.Join(envPathDirs, ":")
-		} else {
-			out[i] = "PATH=" + strings.Join(envPathDirs, ":") + ":" + path
-		}
+		out[i] = "PATH=" + withEnvPath(strings.TrimPrefix(out[i], "PATH="))
 	}
 	return out
 }
+
+// withEnvPath puts envPathDirs into path before its first system
+// directory (at its end when it has none).
+func withEnvPath(path string) string {
+	dirs := strings.Split(path, ":")
+	at := len(dirs)
+	for i, d := range dirs {
+		if slices.Contains(systemPathDirs, d) {
+			at = i
+			break
+		}
+	}
+	return strings.Join(slices.Concat(dirs[:at], envPathDirs, dirs[at:]), ":")
+}
+
+// systemPathDirs are the system's directories of sandbox.DefaultEnv's PATH.
+var systemPathDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 // serveNetwork serves a sandbox's listeners until it ends: the proxies
 // with the workspace's policy, and the package index.
@@ -329,14 +342,23 @@ func (w *Workspace) fetched(f packages.Fetch) {
 
 // prepareEnv makes the workspace's environment directory, owned by the
 // sandbox's root.
+// prepareEnv makes the workspace's environment directory: env/upper
+// (what /env shows) and env/work (overlayfs's), owned by the sandbox's
+// root; env/ itself is the daemon's.
 func (w *Workspace) prepareEnv() error {
 	dir := w.envDir()
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create the workspace's environment %s: %w", dir, err)
 	}
 	uid, gid := SandboxOwner()
-	if err := os.Lchown(dir, uid, gid); err != nil {
-		return fmt.Errorf("chown %s to the sandbox's root (%d:%d): %w", dir, uid, gid, err)
+	for _, d := range []string{"upper", "work"} {
+		p := filepath.Join(dir, d)
+		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("chown %s to the sandbox's root (%d:%d): %w", p, uid, gid, err)
+		}
 	}
 	return nil
 }

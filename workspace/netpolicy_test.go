@@ -61,8 +61,11 @@ func TestWithNetworkEnv(t *testing.T) {
 		t.Errorf("PATH = %s", p)
 	}
 	venv := withNetworkEnv([]string{"PATH=/workspace/.venv/bin:/usr/bin", "VIRTUAL_ENV=/workspace/.venv"}, false)
-	if p := env(venv, "PATH"); p != "/workspace/.venv/bin:/usr/bin:/env/bin:/env/npm/node_modules/.bin" {
+	if p := env(venv, "PATH"); p != "/workspace/.venv/bin:/env/bin:/env/npm/node_modules/.bin:/usr/bin" {
 		t.Errorf("with a project's environment, PATH = %s", p)
+	}
+	if p := withEnvPath("/opt/node/bin:/home/me/bin"); p != "/opt/node/bin:/home/me/bin:/env/bin:/env/npm/node_modules/.bin" {
+		t.Errorf("a PATH without system directories: %s", p)
 	}
 	if env(venv, "HTTP_PROXY") != "<unset>" || env(venv, "NODE_PATH") != "/env/npm/node_modules" {
 		t.Errorf("the host's network got the proxies, or no NODE_PATH: %q", venv)
