@@ -14,6 +14,9 @@ import {
   type ProgressParams,
   type WorkspaceInstallResult,
 } from "../../protocol/protocol";
+import { formatBytes, installMessage, ruleFor } from "../../protocol/network";
+
+export { formatBytes, installMessage, ruleFor };
 
 /** The user's answer to a blocked connection: allow it for this session, for good, or not (dismissed). */
 export type BlockedAnswer = "once" | "always" | undefined;
@@ -44,13 +47,6 @@ export interface NetworkPolicyOptions {
   describeKernel?: (kernelId: string) => string | undefined;
   /** Reports a failure (setNetwork refused); absent: thrown away. */
   onError?: (message: string) => void;
-}
-
-/** The rule that allows a blocked connection: the daemon's `rule`, else host:port. */
-export function ruleFor(p: Pick<NetworkBlockedParams, "host" | "port" | "rule">): string {
-  if (p.rule) return p.rule;
-  const host = p.host.includes(":") && !p.host.startsWith("[") ? `[${p.host}]` : p.host;
-  return p.port ? `${host}:${p.port}` : host;
 }
 
 /** "cellbox blocked pypi.org:443 (pypi.org is not in the allowlist) from the kernel of nb.ipynb. Allow?" */
@@ -144,20 +140,6 @@ export class NetworkPolicy {
       s.pending.delete(rule);
     }
   }
-}
-
-/** "1.2 MB", "340 kB", "12 B". */
-export function formatBytes(n: number): string {
-  if (n < 1000) return `${n} B`;
-  if (n < 1e6) return `${(n / 1e3).toFixed(n < 1e4 ? 1 : 0)} kB`;
-  if (n < 1e9) return `${(n / 1e6).toFixed(1)} MB`;
-  return `${(n / 1e9).toFixed(1)} GB`;
-}
-
-/** "installed requests 2.31.0, urllib3 2.0.7 (3 from cache, 1.2 MB downloaded, 2.1 s)" */
-export function installMessage(r: WorkspaceInstallResult): string {
-  const names = r.installed.map((p) => `${p.name} ${p.version}`.trim()).join(", ");
-  return `installed ${names || "nothing new"} (${r.cacheHits} from cache, ${formatBytes(r.downloadedBytes)} downloaded, ${(r.durationMs / 1000).toFixed(1)} s)`;
 }
 
 /** Splits what the user typed into package specifiers ("requests numpy==2.0", commas too). */
