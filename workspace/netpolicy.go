@@ -251,7 +251,7 @@ func (w *Workspace) serveNetwork(sb *sandbox.Sandbox) {
 	srv := network.NewServer(network.Options{
 		Policy: w.policy,
 		OnBlocked: func(b network.Blocked) {
-			if !th.allow(b, time.Now()) {
+			if !th.allow(time.Now()) {
 				return
 			}
 			log.Info("connection refused", "host", b.Host, "port", b.Port, "via", b.Via, "reason", b.Reason)
@@ -287,40 +287,27 @@ func (w *Workspace) serveNetwork(sb *sandbox.Sandbox) {
 }
 
 // blockedThrottle bounds the refusals a sandbox's programs can make the
-// daemon announce: the same host, port and reason once a second, and at
-// most blockedPerSecond in a second (a program retrying in a loop, or
-// flooding on purpose, is one notification, not thousands).
+// daemon announce: at most blockedPerSecond in a second (a program
+// flooding refusals on purpose is a few notifications a second, not
+// thousands). The editors ask once per rule; each refusal is still
+// announced, so that a client sees the retry it does not ask about again.
 type blockedThrottle struct {
 	mu     sync.Mutex // guards the fields below
 	second time.Time
 	count  int
-	last   map[string]time.Time
 }
 
 const blockedPerSecond = 20
 
-func (t *blockedThrottle) allow(b network.Blocked, now time.Time) bool {
+func (t *blockedThrottle) allow(now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now.Sub(t.second) >= time.Second {
 		t.second, t.count = now, 0
-		for k, at := range t.last {
-			if now.Sub(at) >= time.Second {
-				delete(t.last, k)
-			}
-		}
-	}
-	key := b.Host + "\x00" + strconv.Itoa(b.Port) + "\x00" + b.Reason
-	if at, ok := t.last[key]; ok && now.Sub(at) < time.Second {
-		return false
 	}
 	if t.count >= blockedPerSecond {
 		return false
 	}
-	if t.last == nil {
-		t.last = make(map[string]time.Time)
-	}
-	t.last[key] = now
 	t.count++
 	return true
 }

@@ -1,42 +1,34 @@
 package workspace
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
-	"github.com/cellbox-dev/cellbox/workspace/network"
 )
 
 func TestBlockedThrottle(t *testing.T) {
 	var th blockedThrottle
 	now := time.Unix(1000, 0)
-	b := network.Blocked{Host: "pypi.org", Port: 443, Reason: "not in the allowlist"}
-	if !th.allow(b, now) {
-		t.Fatal("the first refusal was dropped")
+	// A retry is announced again.
+	if !th.allow(now) || !th.allow(now.Add(10*time.Millisecond)) {
+		t.Fatal("a refusal and its retry were not both announced")
 	}
-	if th.allow(b, now.Add(500*time.Millisecond)) {
-		t.Fatal("the same refusal within a second was announced again")
-	}
-	if !th.allow(b, now.Add(1100*time.Millisecond)) {
-		t.Fatal("the same refusal a second later was dropped")
-	}
-	// A flood of distinct ones: at most blockedPerSecond a second.
+	// A flood: at most blockedPerSecond a second.
 	later := now.Add(5 * time.Second)
 	n := 0
-	for i := range 1000 {
-		if th.allow(network.Blocked{Host: fmt.Sprintf("h%d.example", i), Port: 80, Reason: "r"}, later) {
+	for range 1000 {
+		if th.allow(later) {
 			n++
 		}
 	}
 	if n != blockedPerSecond {
 		t.Fatalf("%d of a flood announced in one second, want %d", n, blockedPerSecond)
 	}
-	if len(th.last) > blockedPerSecond+1 {
-		t.Fatalf("the throttle keeps %d keys", len(th.last))
+	if !th.allow(later.Add(time.Second)) {
+		t.Fatal("a refusal the next second was dropped")
 	}
 }
 
