@@ -256,7 +256,7 @@ test("a blocked connection asks once, in a bar over the notebook; Allow once sen
   // The cell runs again while the bar shows: the daemon reports it again, no second bar.
   await cell.locator("button.run").click();
   await waitFor(async () => (await blockedOf("blocked.example")) >= 2, { what: "the second network/blocked" });
-  await new Promise((r) => setTimeout(r, 200));
+  // The page records a network/blocked and decides on its bar in one step: no second bar now means none.
   assert.equal(await page.locator(".network-bar").count(), 1);
   const bar = page.locator(".network-bar");
   assert.equal(await bar.getAttribute("data-rule"), "blocked.example:80");
@@ -276,7 +276,6 @@ test("a blocked connection asks once, in a bar over the notebook; Allow once sen
   await page.locator(".network-bar button.dismiss").click();
   await other.locator("button.run").click();
   await waitFor(async () => (await blockedOf("other.example")) >= 2, { what: "other.example blocked again" });
-  await new Promise((r) => setTimeout(r, 200));
   assert.equal(await page.locator(".network-bar").count(), 0);
   // The network control lists the rule.
   await page.click("button.network-toggle");

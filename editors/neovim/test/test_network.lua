@@ -51,6 +51,18 @@ H.main(function()
   local state = cb._state
   local blocked = {}
 
+  -- Runs what was scheduled so far (a prompt is scheduled as its notification arrives): a marker
+  -- scheduled now runs after it.
+  local function drain()
+    local done = false
+    vim.schedule(function()
+      done = true
+    end)
+    H.wait(function()
+      return done
+    end, 10000, "the scheduled callbacks")
+  end
+
   local function count_blocked(host)
     local n = 0
     for _, p in ipairs(blocked) do
@@ -79,9 +91,7 @@ H.main(function()
     H.wait(function()
       return count_blocked("blocked.example") >= 2
     end, 20000, "the second network/blocked")
-    vim.wait(200, function()
-      return false
-    end)
+    drain()
     H.eq(1, #asked, "prompts: " .. vim.inspect(asked))
     H.eq({ "Allow once", "Always allow" }, asked[1].items)
     H.check(asked[1].prompt:match("^cellbox blocked blocked%.example:80 %(.+%) from the kernel of fetch%.py%. Allow%?$"), asked[1].prompt)
@@ -110,9 +120,7 @@ H.main(function()
     H.wait(function()
       return count_blocked("other.example") >= 2
     end, 20000, "the second network/blocked")
-    vim.wait(200, function()
-      return false
-    end)
+    drain()
     H.eq(n + 1, #asked)
     -- A third host, always allowed: kept for the project.
     local third = H.buffer("third.py", "python", fetch_code("third.example"))
