@@ -319,35 +319,45 @@ func (l *launched) configure(ctx context.Context, cfg Config) (_ *Sandbox, err e
 	s := &Sandbox{cfg: cfg, init: l.cmd, ctl: l.ctl, sp: l.sp, stderr: l.stderr, done: make(chan struct{}), procs: make(map[uint64]*Process)}
 	// Wait for the init's "built" and the spawner's "ready".
 	type result struct {
-		m   *msg
-		err error
+		m     *msg
+		files []*os.File // the built message's: the listeners
+		err   error
 	}
 	ctlc, spc := make(chan result, 1), make(chan result, 1)
-	var listenerFiles []*os.File
 	go func() {
 		m, files, err := s.ctl.recv()
-		if err == nil && m.Op == "built" {
-			listenerFiles = files // read after ctlc
-		} else {
+		if err != nil || m.Op != "built" {
 			closeAll(files)
+			files = nil
 		}
-		ctlc <- result{m, err}
+		ctlc <- result{m, files, err}
 	}()
-	go func() { m, files, err := s.sp.recv(); closeAll(files); spc <- result{m, err} }()
+	go func() { m, files, err := s.sp.recv(); closeAll(files); spc <- result{m, nil, err} }()
 	var built, ready *msg
+	var listenerFiles []*os.File
+	defer func() {
+		if built == nil {
+			// Given up before the init's answer: the listeners it may
+			// still send are closed when they come (the init is killed).
+			go func() { closeAll((<-ctlc).files) }()
+		}
+	}()
 	for built == nil || ready == nil {
 		select {
 		case r := <-ctlc:
 			if r.err != nil || r.m.Op != "built" {
+				built = &msg{} // answered: nothing more comes
 				return nil, s.startError("init", r.m, r.err)
 			}
-			built = r.m
+			built, listenerFiles = r.m, r.files
 		case r := <-spc:
 			if r.err != nil || r.m.Op != "ready" {
+				closeAll(listenerFiles)
 				return nil, s.startError("spawner", r.m, r.err)
 			}
 			ready = r.m
 		case <-ctx.Done():
+			closeAll(listenerFiles)
 			return nil, fmt.Errorf("build the sandbox: %w (init stderr: %s)", ctx.Err(), strings.TrimSpace(l.stderr.String()))
 		}
 	}
