@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace/network"
 	"github.com/cellbox-dev/cellbox/workspace/packages"
@@ -269,9 +271,14 @@ func (w *Workspace) serveNetwork(sb *sandbox.Sandbox) {
 	idx := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second, // GET and HEAD only: no bodies to wait for
+		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	// As many connections as the proxies take, each bounded: a sandbox
+	// cannot hold the daemon's descriptors and memory through the index.
+	pkgL = netutil.LimitListener(pkgL, maxIndexConns)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.ServeHTTP(httpL) })
 	wg.Go(func() { _ = srv.ServeSOCKS(socksL) })
@@ -311,6 +318,10 @@ func (t *blockedThrottle) allow(now time.Time) bool {
 	t.count++
 	return true
 }
+
+// maxIndexConns bounds a sandbox's connections to its package index (pip
+// and npm open a few each).
+const maxIndexConns = 64
 
 func noPackageCache(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "this cellbox daemon has no package cache", http.StatusServiceUnavailable)
