@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -104,10 +102,17 @@ func (w *Workspace) Install(ctx context.Context, manager protocol.PackageManager
 	if err := CheckInstall(manager, pkgs); err != nil {
 		return nil, err
 	}
+	if w.Network() == protocol.NetworkModeHost {
+		return nil, fmt.Errorf("%w: workspace %s runs with the host's network: its programs have no package index, and installs go through the daemon's verified cache (PROTOCOL.md §9); shut down its kernels and terminals and start them without network \"host\", or run pip or npm in its terminal", ErrInvalid, w.id)
+	}
 	start := time.Now()
 	run := &installRun{progress: progress}
-	w.installing.Lock()
-	defer w.installing.Unlock()
+	select {
+	case w.installing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the workspace's install under way: %w", ctx.Err())
+	}
+	defer func() { <-w.installing }()
 	w.mu.Lock()
 	w.install = run
 	w.mu.Unlock()
@@ -243,75 +248,34 @@ func lastJSON(out []byte) []byte {
 	return out
 }
 
-// runTool runs argv in the workspace's sandbox (/env as its working
-// directory's sibling: it runs in /workspace) and returns its stdout,
-// bounded; a failure carries the tail of its stderr.
+// runTool runs argv in the workspace's sandbox (as it runs: a kernel may
+// have asked for the host's network) with Run, and returns its stdout; a
+// failure carries the end of its stderr.
 func (w *Workspace) runTool(ctx context.Context, argv []string) (stdout, stderr []byte, err error) {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("pipe: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, nil, fmt.Errorf("pipe: %w", err)
-	}
 	limits, _ := ResolveLimits(nil, DefaultLimits)
 	limits.TimeoutMs = installTimeout.Milliseconds()
-	// In the sandbox as it runs (a kernel may have asked for the host's network).
-	p, err := w.Spawn(ctx, ProcSpec{Argv: argv, Stdout: outW, Stderr: errW, Limits: limits, Network: w.Network()})
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return nil, nil, fmt.Errorf("run %s in the sandbox: %w", argv[0], err)
-	}
-	var wg sync.WaitGroup
-	var ob, eb []byte
-	wg.Go(func() { ob, _ = io.ReadAll(io.LimitReader(outR, maxReportBytes)); _, _ = io.Copy(io.Discard, outR) })
-	wg.Go(func() { eb = readTail(errR, maxLogTail) })
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = p.Kill()
-		case <-done:
-		}
-	}()
-	st, werr := p.Wait()
-	close(done)
-	wg.Wait()
-	outR.Close()
-	errR.Close()
+	res, err := Run(ctx, w, ProcSpec{Argv: argv, Limits: limits, Network: w.Network()}, nil, maxReportBytes)
 	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, nil, fmt.Errorf("%w: %s ran past the install's %v", ErrLimit, argv[0], installTimeout)
 	case ctx.Err() != nil:
 		return nil, nil, fmt.Errorf("%s: %w", argv[0], ctx.Err())
-	case werr != nil:
-		return nil, nil, fmt.Errorf("%s: %w", argv[0], werr)
-	case st.Code != 0 || st.Signal != 0:
-		msg := strings.TrimSpace(string(eb))
+	case err != nil:
+		return nil, nil, fmt.Errorf("run %s in the sandbox: %w", argv[0], err)
+	}
+	if st := res.Status; st.Code != 0 || st.Signal != 0 {
+		tail := func(b []byte) string { return strings.TrimSpace(string(b[max(0, len(b)-maxLogTail):])) }
+		msg := tail(res.Stderr)
 		if msg == "" {
-			msg = strings.TrimSpace(string(ob[max(0, len(ob)-maxLogTail):]))
+			msg = tail(res.Stdout)
 		}
-		return nil, nil, fmt.Errorf("%w: %s exited with %s: %s", ErrInstallFailed, strings.Join(argv[:min(len(argv), 4)], " "), st, msg)
+		if st.Reason != "" {
+			msg = st.Reason + ": " + msg
+		}
+		return nil, nil, fmt.Errorf("%w: %s %s: %s", ErrInstallFailed, strings.Join(argv[:min(len(argv), 4)], " "), st.ExitStatus, msg)
 	}
-	return ob, eb, nil
-}
-
-// readTail reads r to its end and keeps the last n bytes.
-func readTail(r io.Reader, n int) []byte {
-	buf := make([]byte, 0, n)
-	chunk := make([]byte, 32<<10)
-	for {
-		k, err := r.Read(chunk)
-		buf = append(buf, chunk[:k]...)
-		if len(buf) > n {
-			buf = append(buf[:0], buf[len(buf)-n:]...)
-		}
-		if err != nil {
-			return buf
-		}
+	if res.Truncated {
+		return nil, nil, fmt.Errorf("%w: %s printed more than %d bytes", ErrInstallFailed, argv[0], maxReportBytes)
 	}
+	return res.Stdout, res.Stderr, nil
 }

@@ -47,7 +47,7 @@ type Workspace struct {
 
 	install *installRun // the install that runs, if one does
 
-	installing sync.Mutex // held by the install that runs: one at a time
+	installing chan struct{} // holds the install that runs: one at a time (capacity 1)
 }
 
 // Proc is a program running in a workspace.
