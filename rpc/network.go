@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace"
@@ -60,6 +61,9 @@ func (c *conn) WorkspaceInstall(ctx context.Context, p *protocol.WorkspaceInstal
 	return res, nil
 }
 
+// blockedSendTimeout bounds sending one network/blocked.
+const blockedSendTimeout = 5 * time.Second
+
 // byteSize says n bytes for a person.
 func byteSize(n int64) string {
 	switch {
@@ -96,9 +100,11 @@ func (c *conn) sees(id string) bool {
 // of it), with the execution that asked when one kernel of the workspace
 // runs one. workspace.Options.OnBlocked calls it; it does not block.
 func (d *Daemon) NetworkBlocked(workspaceID string, b network.Blocked) {
-	p := protocol.NetworkBlockedParams{
-		WorkspaceID: workspaceID, Host: b.Host, Port: b.Port, Reason: b.Reason,
-		Rule: net.JoinHostPort(b.Host, strconv.Itoa(b.Port)),
+	p := protocol.NetworkBlockedParams{WorkspaceID: workspaceID, Host: b.Host, Port: b.Port, Reason: b.Reason}
+	if rule := net.JoinHostPort(b.Host, strconv.Itoa(b.Port)); b.Port > 0 {
+		if _, err := network.ParseRule(rule); err == nil {
+			p.Rule = rule // only a rule workspace/setNetwork takes
+		}
 	}
 	if kid, eid, ok := d.opts.Kernels.RunningIn(workspaceID); ok {
 		p.KernelID, p.ExecutionID = kid, eid
@@ -112,8 +118,13 @@ func (d *Daemon) NetworkBlocked(workspaceID string, b network.Blocked) {
 	}
 	d.mu.Unlock()
 	for _, c := range to {
+		// Not on the proxy's goroutine, and bounded: a client that stops
+		// reading loses these notifications, not the daemon's memory
+		// (a sandbox's are 20 a second at most).
 		go func() {
-			if err := c.notify(c.ctx, protocol.MethodNetworkBlocked, p); err != nil {
+			ctx, cancel := context.WithTimeout(c.ctx, blockedSendTimeout)
+			defer cancel()
+			if err := c.notify(ctx, protocol.MethodNetworkBlocked, p); err != nil {
 				c.log.Debug("network/blocked not sent", "err", err)
 			}
 		}()
