@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -109,20 +108,8 @@ func (s *Server) newHTTPProxy() (http.Handler, *http.Transport) {
 	p.ConnectDialWithReq = func(_ *http.Request, network, addr string) (net.Conn, error) { return refuse(network, addr) }
 	p.OnRequest().HandleConnect(goproxy.AlwaysReject) // not reached: handleHTTP takes CONNECT
 	p.OnRequest().DoFunc(s.checkRequest)
-	p.OnResponse().DoFunc(func(resp *http.Response, _ *goproxy.ProxyCtx) *http.Response {
-		if resp != nil && resp.Body != nil {
-			resp.Body = wideBody{resp.Body}
-		}
-		return resp
-	})
 	return p, tr
 }
-
-// wideBody copies a response body to the client with copyWide (goproxy's
-// io.Copy takes WriteTo).
-type wideBody struct{ io.ReadCloser }
-
-func (b wideBody) WriteTo(w io.Writer) (int64, error) { return copyWide(w, b.ReadCloser) }
 
 // checkRequest decides a plain request by the URL goproxy will dial (the
 // Host header of an absolute-form request is replaced by the URL's host by
