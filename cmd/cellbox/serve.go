@@ -67,7 +67,7 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.Int64Var(&cfg.packageCacheMax, "package-cache-max", 5<<30, "size cap of the package cache in `BYTES`; the least recently used files go first")
 	fs.StringVar(&cfg.pypiIndex, "pypi-index", "", "the simple index (`URL`) the package cache fetches Python packages from (default: pip's configuration, else https://pypi.org/simple/)")
 	fs.StringVar(&cfg.npmRegistry, "npm-registry", "", "the npm registry (`URL`) the package cache fetches from (default: npm's configuration, else https://registry.npmjs.org/)")
-	fs.StringVar(&cfg.upstreamProxy, "upstream-proxy", "", "an HTTP proxy (`URL`, http://host:port) the sandboxes' allowlisted connections go through; never taken from the environment")
+	fs.StringVar(&cfg.upstreamProxy, "upstream-proxy", "", "an HTTP proxy (`URL`, http://[user:pass@]host:port) the sandboxes' allowlisted connections and the package cache go through; never taken from HTTP_PROXY and the like")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
