@@ -262,7 +262,11 @@ time.sleep(60)`, 60000},
 			if strings.Contains(string(r.Stdout), "survived") || len(files) >= tt.maxFiles {
 				t.Fatalf("the program wrote everything (%d files) before it was stopped", len(files))
 			}
-			if used > 4*tt.quota {
+			// The quota is measured every 250 ms; on a loaded machine a tick
+			// comes late while the program makes thousands of files a
+			// second, so the bound is loose: it tells a quota in force from
+			// none (the maxFiles check above), not the tick's precision.
+			if used > 8*tt.quota {
 				t.Errorf("stopped at %d MiB, far past the %d MiB quota", used>>20, tt.quota>>20)
 			}
 			if r.Duration > 10*time.Second {

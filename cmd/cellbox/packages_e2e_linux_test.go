@@ -217,6 +217,15 @@ func testPackagesPip(t *testing.T, asUser bool) {
 		}
 	})
 
+	t.Run("the host's network has no package index", func(t *testing.T) {
+		wsHost := openWorkspace(t, d.c, d.project, "pkgs-host")
+		startKernel(t, d.c, protocol.KernelStartParams{Language: "python", WorkspaceID: wsHost, Network: protocol.NetworkModeHost})
+		_, err := install(t, d.c, wsHost, protocol.PackageManagerPip, "", "cbdemo")
+		if msg := wantCode(t, err, protocol.CodeInvalidParams); !strings.Contains(msg, "host's network") {
+			t.Fatalf("an install on the host's network: %s", msg)
+		}
+	})
+
 	// The index goes away: what the cache holds installs with no network.
 	idx.Close()
 	t.Run("from the cache, offline", func(t *testing.T) {
