@@ -102,6 +102,9 @@ func (w *Workspace) Install(ctx context.Context, manager protocol.PackageManager
 	if err := CheckInstall(manager, pkgs); err != nil {
 		return nil, err
 	}
+	if w.m.opts.Packages == nil {
+		return nil, fmt.Errorf("%w: this daemon has no package cache (see its log: the directory given by --package-cache could not be opened)", ErrInvalid)
+	}
 	if w.Network() == protocol.NetworkModeHost {
 		return nil, fmt.Errorf("%w: workspace %s runs with the host's network: its programs have no package index, and installs go through the daemon's verified cache (PROTOCOL.md §9); shut down its kernels and terminals and start them without network \"host\", or run pip or npm in its terminal", ErrInvalid, w.id)
 	}

@@ -284,3 +284,18 @@ func TestPackagesNpm(t *testing.T) {
 		}
 	})
 }
+
+// TestPackagesNoCache: a package cache that cannot be opened does not stop
+// the daemon: kernels run, and an install says why it cannot.
+func TestPackagesNoCache(t *testing.T) {
+	d := newFilesDaemon(t, false, map[string]string{"data.txt": "project\n"}, "--package-cache", "/dev/null/cache")
+	ws := openWorkspace(t, d.c, d.project, "nocache")
+	k := startKernel(t, d.c, protocol.KernelStartParams{Language: "python", WorkspaceID: ws})
+	if got := printed(t, d.c, k.KernelID, "print(open('data.txt').read(), end='')"); got != "project\n" {
+		t.Fatalf("a kernel without the package cache: %q", got)
+	}
+	_, err := install(t, d.c, ws, protocol.PackageManagerPip, "", "cbdemo")
+	if msg := wantCode(t, err, protocol.CodeInvalidParams); !strings.Contains(msg, "no package cache") {
+		t.Fatalf("an install without the package cache: %s", msg)
+	}
+}

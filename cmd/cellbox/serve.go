@@ -122,10 +122,13 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	pkgs, err := packages.New(packages.Options{Dir: cfg.packageCache, MaxBytes: cfg.packageCacheMax, PyPI: cfg.pypiIndex, NPM: cfg.npmRegistry, Proxy: upstream, Logger: log})
 	if err != nil {
-		log.Error("cannot open the package cache", "dir", cfg.packageCache, "err", err)
-		return 1
+		// Kernels and terminals do not need it: the daemon serves without
+		// one, and installs say why they cannot run.
+		log.Warn("no package cache: installs are refused", "dir", cfg.packageCache, "err", err)
+		pkgs = nil
+	} else {
+		defer pkgs.Close()
 	}
-	defer pkgs.Close()
 	// network/blocked goes to the daemon's connections, made below.
 	var blocked atomic.Pointer[rpc.Daemon]
 	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints, AllowSystemRoots: cfg.allowSystemRoot,
