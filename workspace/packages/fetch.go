@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -50,6 +51,40 @@ func (c *Cache) getPage(ctx context.Context, u *url.URL, accept string) ([]byte,
 		return nil, nil, "", errorf(ErrTooLarge, nil, "upstream %s: the page is over %d bytes", u.Redacted(), MaxPageBytes)
 	}
 	return body, resp.Request.URL, resp.Header.Get("Content-Type"), nil
+}
+
+// keptPage answers a page kept at rel (a project page, a packument): the
+// kept one while it is younger than Options.Fresh; else fetch's, kept for
+// next time; and when the upstream fails (not with a 404, and not because
+// the request was cancelled), the kept one again, so that a cached package
+// installs with the upstream away. what names it in logs and errors.
+func keptPage[T any, P interface {
+	*T
+	fetchedAt() time.Time
+}](ctx context.Context, c *Cache, rel, what string, fetch func() (P, error)) (P, error) {
+	var fresh T
+	if c.fresh > 0 && c.readKept(rel, &fresh) == nil && time.Since(P(&fresh).fetchedAt()) < c.fresh {
+		return &fresh, nil
+	}
+	page, err := fetch()
+	if err == nil {
+		if err := c.writeKept(rel, page); err != nil {
+			c.log.Warn("package cache: keep a "+what, "err", err)
+		}
+		return page, nil
+	}
+	if errors.Is(err, ErrNotFound) || ctx.Err() != nil {
+		return nil, err
+	}
+	var kept T
+	if kerr := c.readKept(rel, &kept); kerr != nil {
+		if !errors.Is(kerr, fs.ErrNotExist) {
+			c.log.Warn("package cache: read a kept "+what, "err", kerr)
+		}
+		return nil, errorf(ErrUpstream, err, "no %s: %v, and the cache kept none", what, err)
+	}
+	c.log.Info("package cache: the upstream failed; serving the kept "+what, "fetched", P(&kept).fetchedAt(), "err", err)
+	return &kept, nil
 }
 
 // writeKept stores v as JSON at rel (a page kept for when the upstream is

@@ -107,39 +107,22 @@ func (c *Cache) npmPackument(ctx context.Context, name string) (*npmKept, error)
 	if err != nil {
 		return nil, errorf(ErrInvalidName, err, "package name %q: %v", name, err)
 	}
-	var fresh npmKept
-	if c.fresh > 0 && c.readKept(rel, &fresh) == nil && time.Since(fresh.Fetched) < c.fresh {
-		return &fresh, nil
-	}
-	body, final, _, err := c.getPage(ctx, u, npmAccept)
-	if err == nil {
+	return keptPage(ctx, c, rel, "packument for "+name, func() (*npmKept, error) {
+		body, final, _, err := c.getPage(ctx, u, npmAccept)
+		if err != nil {
+			return nil, err
+		}
 		var probe struct {
 			Versions map[string]json.RawMessage `json:"versions"`
 		}
 		if jerr := json.Unmarshal(body, &probe); jerr != nil {
-			err = errorf(ErrUpstream, jerr, "upstream %s: not a packument: %v", u.Redacted(), jerr)
+			return nil, errorf(ErrUpstream, jerr, "upstream %s: not a packument: %v", u.Redacted(), jerr)
 		}
-	}
-	if err == nil {
-		kept := &npmKept{URL: final.String(), Fetched: time.Now().UTC(), Packument: body}
-		if err := c.writeKept(rel, kept); err != nil {
-			c.log.Warn("package cache: keep a packument", "package", name, "err", err)
-		}
-		return kept, nil
-	}
-	if errors.Is(err, ErrNotFound) || ctx.Err() != nil {
-		return nil, err
-	}
-	var kept npmKept
-	if kerr := c.readKept(rel, &kept); kerr != nil {
-		if !errors.Is(kerr, fs.ErrNotExist) {
-			c.log.Warn("package cache: read a kept packument", "package", name, "err", kerr)
-		}
-		return nil, errorf(ErrUpstream, err, "no packument for %s: %v, and the cache kept none", name, err)
-	}
-	c.log.Info("package cache: the upstream failed; serving the kept packument", "package", name, "fetched", kept.Fetched, "err", err)
-	return &kept, nil
+		return &npmKept{URL: final.String(), Fetched: time.Now().UTC(), Packument: body}, nil
+	})
 }
+
+func (k *npmKept) fetchedAt() time.Time { return k.Fetched }
 
 // npmDist is what the cache reads of a version's dist.
 type npmDist struct {

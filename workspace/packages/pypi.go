@@ -130,30 +130,10 @@ func (h *handler) writePage(w http.ResponseWriter, r *http.Request, ctype string
 func (c *Cache) pypiProject(ctx context.Context, name string) (*pypiPage, error) {
 	rel := "pypi/projects/" + name + ".json"
 	u := c.pypi.JoinPath(name + "/")
-	var fresh pypiPage
-	if c.fresh > 0 && c.readKept(rel, &fresh) == nil && time.Since(fresh.Fetched) < c.fresh {
-		return &fresh, nil
-	}
-	page, err := c.fetchPyPIProject(ctx, name, u)
-	if err == nil {
-		if err := c.writeKept(rel, page); err != nil {
-			c.log.Warn("package cache: keep a project page", "project", name, "err", err)
-		}
-		return page, nil
-	}
-	if errors.Is(err, ErrNotFound) || ctx.Err() != nil {
-		return nil, err
-	}
-	var kept pypiPage
-	if kerr := c.readKept(rel, &kept); kerr != nil {
-		if !errors.Is(kerr, fs.ErrNotExist) {
-			c.log.Warn("package cache: read a kept project page", "project", name, "err", kerr)
-		}
-		return nil, errorf(ErrUpstream, err, "no page for %s: %v, and the cache kept none", name, err)
-	}
-	c.log.Info("package cache: the upstream failed; serving the kept page", "project", name, "fetched", kept.Fetched, "err", err)
-	return &kept, nil
+	return keptPage(ctx, c, rel, "page for "+name, func() (*pypiPage, error) { return c.fetchPyPIProject(ctx, name, u) })
 }
+
+func (p *pypiPage) fetchedAt() time.Time { return p.Fetched }
 
 func (c *Cache) fetchPyPIProject(ctx context.Context, name string, u *url.URL) (*pypiPage, error) {
 	body, final, ctype, err := c.getPage(ctx, u, pypiAccept)
