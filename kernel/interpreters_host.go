@@ -33,22 +33,12 @@ func HostInterpreters(langs []Language) []protocol.InterpreterInfo {
 			out = append(out, protocol.InterpreterInfo{Language: l.ID, Path: l.Path, Source: SourceSystem, Version: l.Version})
 		}
 	}
-	home, _ := os.UserHomeDir()
-	dir := func(env, def string) string {
-		if v := os.Getenv(env); filepath.IsAbs(v) {
-			return v
-		}
-		if home == "" {
-			return ""
-		}
-		return filepath.Join(home, def)
-	}
 	type place struct {
 		lang, source, dir, bin, exe string
 	}
 	places := []place{
-		{"python", "pyenv", filepath.Join(dir("PYENV_ROOT", ".pyenv"), "versions"), "bin", "python3"},
-		{"python", "uv", dir("UV_PYTHON_INSTALL_DIR", ".local/share/uv/python"), "bin", "python3"},
+		{"python", "pyenv", pyenvVersions(), "bin", "python3"},
+		{"python", "uv", userDir("UV_PYTHON_INSTALL_DIR", ".local/share/uv/python"), "bin", "python3"},
 	}
 	for _, in := range nodeInstalls() {
 		places = append(places, place{"javascript", in.source, in.dir, in.bin, "node"})

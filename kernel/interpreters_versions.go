@@ -46,26 +46,32 @@ type nodeInstall struct {
 	bin string
 }
 
-// nodeInstalls are where nvm, asdf and fnm keep node versions.
-func nodeInstalls() []nodeInstall {
-	home, _ := os.UserHomeDir()
-	env := func(k, def string) string {
-		if v := os.Getenv(k); filepath.IsAbs(v) {
-			return v
-		}
-		if home == "" {
-			return ""
-		}
+// userDir is the directory the environment variable env names, when it
+// is an absolute path, else def below the user's home; "" when neither is
+// absolute (where a version manager keeps its versions: PYENV_ROOT or
+// ~/.pyenv).
+func userDir(env, def string) string {
+	if v := os.Getenv(env); filepath.IsAbs(v) {
+		return v
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
 		return filepath.Join(home, def)
 	}
+	return ""
+}
+
+// nodeInstalls are where nvm, asdf and fnm keep node versions.
+func nodeInstalls() []nodeInstall {
 	var out []nodeInstall
-	for _, in := range []nodeInstall{
-		{"nvm", filepath.Join(env("NVM_DIR", ".nvm"), "versions", "node"), "bin"},
-		{"asdf", filepath.Join(env("ASDF_DATA_DIR", ".asdf"), "installs", "nodejs"), "bin"},
-		{"fnm", filepath.Join(env("FNM_DIR", ".local/share/fnm"), "node-versions"), "installation/bin"},
+	for _, in := range []struct {
+		source, env, def, sub, bin string
+	}{
+		{"nvm", "NVM_DIR", ".nvm", "versions/node", "bin"},
+		{"asdf", "ASDF_DATA_DIR", ".asdf", "installs/nodejs", "bin"},
+		{"fnm", "FNM_DIR", ".local/share/fnm", "node-versions", "installation/bin"},
 	} {
-		if filepath.IsAbs(in.dir) {
-			out = append(out, in)
+		if d := userDir(in.env, in.def); d != "" {
+			out = append(out, nodeInstall{in.source, filepath.Join(d, in.sub), in.bin})
 		}
 	}
 	return out
@@ -152,11 +158,8 @@ func readPythonVersion(file string) (string, error) {
 
 // pyenvVersions is pyenv's directory of versions.
 func pyenvVersions() string {
-	if v := os.Getenv("PYENV_ROOT"); filepath.IsAbs(v) {
-		return filepath.Join(v, "versions")
-	}
-	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
-		return filepath.Join(home, ".pyenv", "versions")
+	if d := userDir("PYENV_ROOT", ".pyenv"); d != "" {
+		return filepath.Join(d, "versions")
 	}
 	return ""
 }
