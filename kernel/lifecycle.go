@@ -34,7 +34,8 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 	default:
 		return nil, fmt.Errorf("%w: invalid params for kernel/start: field \"sandbox\" must be \"required\" or \"best-effort\", got %q", ErrInvalid, p.Sandbox)
 	}
-	if _, _, err := workspace.ParseNetwork(p.Network, p.Allow); err != nil {
+	_, rules, err := workspace.ParseNetwork(p.Network, p.Allow)
+	if err != nil {
 		return nil, fmt.Errorf("invalid params for kernel/start: %w", err)
 	}
 	network := protocol.NetworkModeNone // the sandbox's kind: none and allowlist share one
@@ -75,7 +76,6 @@ func (m *Manager) Start(ctx context.Context, p protocol.KernelStartParams, opene
 		return nil, err
 	}
 	if p.Network == protocol.NetworkModeNone || p.Network == protocol.NetworkModeAllowlist {
-		_, rules, _ := workspace.ParseNetwork(p.Network, p.Allow)
 		if err := ws.SetNetwork(p.Network, rules); err != nil {
 			if ownWS {
 				_ = m.opts.Workspaces.CloseWorkspace(context.WithoutCancel(ctx), ws.ID(), true)

@@ -307,11 +307,16 @@ func (m *Manager) create(id, root string, mode protocol.WorkspaceMode, name stri
 		}
 	}
 	md := meta{ID: id, Root: root, Mode: mode, Name: name, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
-	b, _ := json.MarshalIndent(md, "", "  ")
-	if err := writeAtomic(filepath.Join(dir, "meta.json"), b, 0o600); err != nil {
+	if err := writeMeta(dir, md); err != nil {
 		return nil, err
 	}
 	return m.fromMeta(md, dir), nil
+}
+
+// writeMeta writes a workspace's meta.json in its directory, atomically.
+func writeMeta(dir string, md meta) error {
+	b, _ := json.MarshalIndent(md, "", "  ")
+	return writeAtomic(filepath.Join(dir, "meta.json"), b, 0o600)
 }
 
 func (m *Manager) load(id string) (*Workspace, error) {

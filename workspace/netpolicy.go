@@ -1,7 +1,6 @@
 package workspace
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,23 +95,6 @@ func (w *Workspace) SetNetwork(mode protocol.NetworkMode, rules []network.Rule) 
 	return w.saveMetaLocked()
 }
 
-// NetworkPolicy is the workspace's policy now.
-func (w *Workspace) NetworkPolicy() (protocol.NetworkMode, []string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.sb != nil && w.sb.Err() == nil && w.network == sandbox.NetworkHost {
-		return protocol.NetworkModeHost, nil
-	}
-	if w.net.mode != network.ModeAllowlist {
-		return protocol.NetworkModeNone, nil
-	}
-	out := make([]string, len(w.net.rules))
-	for i, r := range w.net.rules {
-		out[i] = r.String()
-	}
-	return protocol.NetworkModeAllowlist, out
-}
-
 func (w *Workspace) policy() network.Policy {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -125,8 +107,7 @@ func (w *Workspace) saveMetaLocked() error {
 	for _, r := range w.net.rules {
 		md.Allow = append(md.Allow, r.String())
 	}
-	b, _ := json.MarshalIndent(md, "", "  ")
-	return writeAtomic(filepath.Join(w.dir, "meta.json"), b, 0o600)
+	return writeMeta(w.dir, md)
 }
 
 // netStateOf reads a meta.json's policy; a bad one (edited by hand) is
