@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
-	"github.com/cellbox-dev/cellbox/workspace"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 )
 
@@ -23,13 +22,7 @@ func TestRealDrivers(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Setenv("PATH", os.Getenv("PATH")+string(os.PathListSeparator)+"/usr/local/go/bin")
 	}
-	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ws.Close)
-	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
-	t.Cleanup(m.Close)
+	m := newRealManager(t)
 	cases := []struct{ lang, set, get, loop string }{
 		// Each loop says it has begun, so the interrupt comes inside it.
 		{"python", "v = 'ünï'", "print(v)", "print('looping', flush=True)\nwhile True: pass"},

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
-	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // The driver's event pipe is reachable from the code it runs: everything
@@ -45,13 +44,7 @@ def forge(ev, times=1):
 
 func realPythonKernel(t *testing.T, limits *protocol.Limits) (*Manager, *Kernel, *sink) {
 	t.Helper()
-	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ws.Close)
-	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
-	t.Cleanup(m.Close)
+	m := newRealManager(t)
 	s := &sink{}
 	k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "python", Limits: limits}, s)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
-	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // TestInterruptedPrintsOnce: a python cell that prints without end is
@@ -18,13 +17,7 @@ import (
 // reached the pipe, used to leave them in Python's BufferedWriter, which
 // wrote them again (seen as "started\nstarted\n" from an interrupted !cmd).
 func TestInterruptedPrintsOnce(t *testing.T) {
-	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ws.Close)
-	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
-	t.Cleanup(m.Close)
+	m := newRealManager(t)
 	k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "python"}, &sink{})
 	if err != nil {
 		t.Fatal(err)

@@ -89,6 +89,20 @@ func newTestManager(t *testing.T, opts Options) *Manager {
 	return m
 }
 
+// newRealManager is a kernel manager of the host's languages, with
+// workspaces in a temporary state dir.
+func newRealManager(t *testing.T) *Manager {
+	t.Helper()
+	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ws.Close)
+	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
+	t.Cleanup(m.Close)
+	return m
+}
+
 func execProbe(t *testing.T, k *Kernel, s *sink, code string) (*protocol.ExecuteResult, []protocol.KernelOutputParams) {
 	t.Helper()
 	res, err := k.Execute(context.Background(), ExecRequest{Params: protocol.KernelExecuteParams{KernelID: k.id, Code: code}, Sink: s})

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
-	"github.com/cellbox-dev/cellbox/workspace"
 )
 
 // TestRealSQLDriver runs the sql driver (this binary's entry) in a sandbox:
@@ -17,13 +16,7 @@ import (
 // kernel stays, and the data outlives a restart. It also runs as an
 // unprivileged user (TestRealDriversAsUser).
 func TestRealSQLDriver(t *testing.T) {
-	ws, err := workspace.NewManager(workspace.Options{StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ws.Close)
-	m := NewManager(Options{Workspaces: ws, Languages: func() []Language { return DetectLanguages(context.Background()) }})
-	t.Cleanup(m.Close)
+	m := newRealManager(t)
 	s := &sink{}
 	k, err := m.Start(context.Background(), protocol.KernelStartParams{Language: "sql"}, s)
 	if err != nil {
