@@ -207,6 +207,16 @@ func (k *Kernel) run(e *execution) {
 	if t := drivers[k.lang].transform; t != nil {
 		t(k.m, r)
 	}
+	if p.Checkpoint {
+		// Restoring it undoes what this execution writes (§10).
+		cp, err := k.ws.AutoCheckpoint(e.ctx, fmt.Sprintf("before execution %d", e.count))
+		if err != nil {
+			k.m.log.Warn("automatic checkpoint before an execution", "kernel", k.id, "execution", e.id, "err", err)
+		} else {
+			res.Checkpoint = cp.CheckpointID
+		}
+	}
+	track := k.ws.Track()
 	err := d.send(r)
 	close(e.sent)
 	if err != nil {
@@ -216,6 +226,11 @@ func (k *Kernel) run(e *execution) {
 	}
 
 	res.OutputTruncated = k.out.end()
+	res.FilesChanged, res.FilesChangedMore = track.End()
+	k.ws.RecordExecution(protocol.ExecutionRecord{
+		ExecutionID: e.id, KernelID: k.id, Language: k.lang, ExecutionCount: e.count, FinishedAt: time.Now().UTC(),
+		FilesChanged: res.FilesChanged, More: res.FilesChangedMore, Checkpoint: res.Checkpoint,
+	})
 	k.mu.Lock()
 	k.current = nil
 	k.lastActivity = time.Now()

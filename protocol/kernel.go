@@ -189,6 +189,11 @@ type KernelExecuteParams struct {
 	// StopOnError defaults to true: when this execution fails, the ones
 	// queued behind it end with status aborted.
 	StopOnError *bool `json:"stopOnError,omitempty"`
+	// Checkpoint takes an automatic checkpoint of the workspace (as
+	// workspace/checkpoint with auto) when the execution begins, so that
+	// restoring it undoes what the execution wrote; the result names it.
+	// Extension.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
 // SourceLocation is where code comes from in the editor.
@@ -229,6 +234,16 @@ type ExecuteResult struct {
 	PeakMemoryBytes int64 `json:"peakMemoryBytes,omitempty"`
 	// OutputTruncated: output beyond limits.outputBytes was dropped.
 	OutputTruncated bool `json:"outputTruncated,omitempty"`
+	// FilesChanged are the workspace paths this execution created, changed
+	// or deleted (§10), at most 1000; FilesChangedMore counts the rest
+	// (extension). Attribution is by time: a program of the same workspace
+	// that writes while the execution runs (a terminal, another kernel) is
+	// counted too.
+	FilesChanged     []PathChange `json:"filesChanged,omitempty"`
+	FilesChangedMore int          `json:"filesChangedMore,omitempty"`
+	// Checkpoint is the automatic checkpoint taken before the execution
+	// (kernel/execute with checkpoint). Extension.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // ExecuteError is an error of the user's code, as Jupyter reports it.

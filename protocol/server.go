@@ -65,6 +65,12 @@ type Server interface {
 	// §9 Network and packages.
 	WorkspaceSetNetwork(context.Context, *WorkspaceSetNetworkParams) (*Empty, error)
 	WorkspaceInstall(context.Context, *WorkspaceInstallParams) (*WorkspaceInstallResult, error)
+
+	// §10 Agents.
+	WorkspaceExportGit(context.Context, *WorkspaceExportGitParams) (*WorkspaceExportGitResult, error)
+	WorkspaceExportPatch(context.Context, *WorkspaceExportPatchParams) (*WorkspaceExportPatchResult, error)
+	WorkspaceFork(context.Context, *WorkspaceForkParams) (*WorkspaceInfo, error)
+	WorkspaceExecutions(context.Context, *WorkspaceExecutionsParams) (*WorkspaceExecutionsResult, error)
 }
 
 // Client is every server-to-client message of PROTOCOL.md: notifications,

@@ -84,11 +84,18 @@ const (
 // WorkspaceChangesParams are the params of `workspace/changes`.
 type WorkspaceChangesParams struct {
 	WorkspaceID string `json:"workspaceId"`
+	// Ignored lists the changes of paths the project's .gitignore ignores
+	// too (a project that is a git repository); absent, they are left out
+	// and counted in the result's ignored. Extension.
+	Ignored bool `json:"ignored,omitempty"`
 }
 
 // WorkspaceChangesResult is the result of `workspace/changes`.
 type WorkspaceChangesResult struct {
 	Changes []Change `json:"changes"`
+	// Ignored counts the changes left out because the project ignores
+	// their paths. Extension.
+	Ignored int `json:"ignored,omitempty"`
 }
 
 // Change is one changed file of a workspace.
@@ -100,6 +107,12 @@ type Change struct {
 	Size *int64 `json:"size,omitempty"`
 	// Binary: the file is not text, so it has no line diff.
 	Binary bool `json:"binary,omitempty"`
+	// RenamedFrom, on an added file, and RenamedTo, on a deleted one, pair
+	// a deletion and an addition of the same content: a rename. Both
+	// entries stay, so a commit of either path alone does what it did
+	// before. Extension.
+	RenamedFrom string `json:"renamedFrom,omitempty"`
+	RenamedTo   string `json:"renamedTo,omitempty"`
 }
 
 // WorkspaceDiffParams are the params of `workspace/diff`.
@@ -107,6 +120,8 @@ type WorkspaceDiffParams struct {
 	WorkspaceID string `json:"workspaceId"`
 	// Paths limits the diff to these files; absent: every change.
 	Paths []string `json:"paths,omitempty"`
+	// Ignored: as in workspace/changes. Extension.
+	Ignored bool `json:"ignored,omitempty"`
 }
 
 // WorkspaceDiffResult is the result of `workspace/diff`.
@@ -167,6 +182,11 @@ type WorkspaceCheckpointParams struct {
 	Name string `json:"name,omitempty"`
 	// Extension: a token for $/progress, as on kernel/start.
 	WorkDoneToken ProgressToken `json:"workDoneToken,omitempty"`
+	// Auto takes an automatic checkpoint: kept in a ring of its own (the
+	// newest 100), not counted against the user's checkpoints, and taken
+	// only when the workspace changed since the newest checkpoint; when it
+	// did not, the result is that checkpoint with reused set. Extension.
+	Auto bool `json:"auto,omitempty"`
 }
 
 // Checkpoint is the result of `workspace/checkpoint` and an entry of
@@ -181,6 +201,15 @@ type Checkpoint struct {
 	Files int `json:"files"`
 	// Bytes is the total size of those files.
 	Bytes int64 `json:"bytes"`
+	// Auto marks an automatic checkpoint (workspace/checkpoint with auto,
+	// kernel/execute with checkpoint). Extension.
+	Auto bool `json:"auto,omitempty"`
+	// Reused: nothing changed since this checkpoint, so an automatic one
+	// was not taken again. Extension.
+	Reused bool `json:"reused,omitempty"`
+	// Copied is how many files taking it copied; the others were the same
+	// as in the checkpoint before and are shared with it. Extension.
+	Copied int `json:"copied,omitempty"`
 }
 
 // WorkspaceCheckpointsParams are the params of `workspace/checkpoints`.

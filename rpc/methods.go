@@ -83,6 +83,10 @@ func init() {
 	add(protocol.MethodWorkspaceRestore, (*conn).WorkspaceRestore)
 	add(protocol.MethodWorkspaceDeleteCheckpoint, (*conn).WorkspaceDeleteCheckpoint)
 	add(protocol.MethodWorkspaceClose, (*conn).WorkspaceClose)
+	add(protocol.MethodWorkspaceExportGit, (*conn).WorkspaceExportGit)
+	add(protocol.MethodWorkspaceExportPatch, (*conn).WorkspaceExportPatch)
+	add(protocol.MethodWorkspaceFork, (*conn).WorkspaceFork)
+	add(protocol.MethodWorkspaceExecutions, (*conn).WorkspaceExecutions)
 
 	add(protocol.MethodFsRead, (*conn).FsRead)
 	add(protocol.MethodFsWrite, (*conn).FsWrite)

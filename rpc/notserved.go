@@ -6,12 +6,10 @@ import (
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
-// The methods PROTOCOL.md §10 and §11 define that this build does not serve
+// The methods PROTOCOL.md §11 defines that this build does not serve
 // yet: each answers -32601 naming itself, so a client can tell "not here
 // yet" from a typo.
 var notYetServed = []string{
-	protocol.MethodWorkspaceExportGit,
-	protocol.MethodWorkspaceFork,
 	protocol.MethodWorkspaceExposePort,
 	protocol.MethodWorkspaceUnexposePort,
 	protocol.MethodWorkspacePreviews,

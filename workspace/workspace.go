@@ -48,6 +48,9 @@ type Workspace struct {
 	install *installRun // the install that runs, if one does
 
 	installing chan struct{} // holds the install that runs: one at a time (capacity 1)
+
+	track trackState                 // per-execution attribution (track_linux.go)
+	execs []protocol.ExecutionRecord // the newest executions that changed files, oldest first
 }
 
 // Proc is a program running in a workspace.

@@ -76,6 +76,12 @@ export const Methods = {
   WorkspaceUnexposePort: "workspace/unexposePort",
   WorkspacePreviews: "workspace/previews",
   WorkspaceExport: "workspace/export",
+  // MethodWorkspaceExportPatch is a workspace's changes as one patch that
+  // `git apply` takes. Extension.
+  WorkspaceExportPatch: "workspace/exportPatch",
+  // MethodWorkspaceExecutions lists the files each recent execution of a
+  // workspace changed. Extension.
+  WorkspaceExecutions: "workspace/executions",
 } as const;
 
 /** JSON-RPC error codes (PROTOCOL.md §7). */
@@ -348,11 +354,22 @@ export const ChangeKind = {
 /** WorkspaceChangesParams are the params of `workspace/changes`. */
 export interface WorkspaceChangesParams {
   workspaceId: string;
+  /**
+   * ignored lists the changes of paths the project's .gitignore ignores
+   * too (a project that is a git repository); absent, they are left out
+   * and counted in the result's ignored. Extension.
+   */
+  ignored?: boolean;
 }
 
 /** WorkspaceChangesResult is the result of `workspace/changes`. */
 export interface WorkspaceChangesResult {
   changes: Change[];
+  /**
+   * ignored counts the changes left out because the project ignores
+   * their paths. Extension.
+   */
+  ignored?: number;
 }
 
 /** Change is one changed file of a workspace. */
@@ -364,6 +381,14 @@ export interface Change {
   size?: number;
   /** binary: the file is not text, so it has no line diff. */
   binary?: boolean;
+  /**
+   * renamedFrom, on an added file, and RenamedTo, on a deleted one, pair
+   * a deletion and an addition of the same content: a rename. Both
+   * entries stay, so a commit of either path alone does what it did
+   * before. Extension.
+   */
+  renamedFrom?: string;
+  renamedTo?: string;
 }
 
 /** WorkspaceDiffParams are the params of `workspace/diff`. */
@@ -371,6 +396,8 @@ export interface WorkspaceDiffParams {
   workspaceId: string;
   /** paths limits the diff to these files; absent: every change. */
   paths?: string[];
+  /** ignored: as in workspace/changes. Extension. */
+  ignored?: boolean;
 }
 
 /** WorkspaceDiffResult is the result of `workspace/diff`. */
@@ -435,6 +462,13 @@ export interface WorkspaceCheckpointParams {
   name?: string;
   /** Extension: a token for $/progress, as on kernel/start. */
   workDoneToken?: ProgressToken;
+  /**
+   * auto takes an automatic checkpoint: kept in a ring of its own (the
+   * newest 100), not counted against the user's checkpoints, and taken
+   * only when the workspace changed since the newest checkpoint; when it
+   * did not, the result is that checkpoint with reused set. Extension.
+   */
+  auto?: boolean;
 }
 
 /**
@@ -453,6 +487,21 @@ export interface Checkpoint {
   files: number;
   /** bytes is the total size of those files. */
   bytes: number;
+  /**
+   * auto marks an automatic checkpoint (workspace/checkpoint with auto,
+   * kernel/execute with checkpoint). Extension.
+   */
+  auto?: boolean;
+  /**
+   * reused: nothing changed since this checkpoint, so an automatic one
+   * was not taken again. Extension.
+   */
+  reused?: boolean;
+  /**
+   * copied is how many files taking it copied; the others were the same
+   * as in the checkpoint before and are shared with it. Extension.
+   */
+  copied?: number;
 }
 
 /** WorkspaceCheckpointsParams are the params of `workspace/checkpoints`. */
@@ -906,6 +955,13 @@ export interface KernelExecuteParams {
    * queued behind it end with status aborted.
    */
   stopOnError?: boolean;
+  /**
+   * checkpoint takes an automatic checkpoint of the workspace (as
+   * workspace/checkpoint with auto) when the execution begins, so that
+   * restoring it undoes what the execution wrote; the result names it.
+   * Extension.
+   */
+  checkpoint?: boolean;
 }
 
 /** SourceLocation is where code comes from in the editor. */
@@ -949,6 +1005,20 @@ export interface ExecuteResult {
   peakMemoryBytes?: number;
   /** outputTruncated: output beyond limits.outputBytes was dropped. */
   outputTruncated?: boolean;
+  /**
+   * filesChanged are the workspace paths this execution created, changed
+   * or deleted (§10), at most 1000; FilesChangedMore counts the rest
+   * (extension). Attribution is by time: a program of the same workspace
+   * that writes while the execution runs (a terminal, another kernel) is
+   * counted too.
+   */
+  filesChanged?: PathChange[];
+  filesChangedMore?: number;
+  /**
+   * checkpoint is the automatic checkpoint taken before the execution
+   * (kernel/execute with checkpoint). Extension.
+   */
+  checkpoint?: string;
 }
 
 /** ExecuteError is an error of the user's code, as Jupyter reports it. */
@@ -1445,14 +1515,132 @@ export interface WorkspaceInstallResult {
 }
 
 /**
+ * PathChange is a path an execution created, changed or deleted
+ * (ExecuteResult.filesChanged): kind "added" (it did not exist before the
+ * execution), "modified" or "deleted", relative to the workspace view as it
+ * was when the execution began.
+ */
+export interface PathChange {
+  path: string;
+  kind: ChangeKind;
+}
+
+/** WorkspaceExportGitParams are the params of `workspace/exportGit`. */
+export interface WorkspaceExportGitParams {
+  workspaceId: string;
+  /**
+   * branch is the branch to write (refs/heads/<branch>). An existing
+   * branch is moved only when it points at the commit the export builds
+   * on (its new commit's parent) or Force is set. Extension: Force.
+   */
+  branch: string;
+  force?: boolean;
+  /** message is the commit message; absent: one naming the workspace. */
+  message?: string;
+  /**
+   * paths limits the commit to these changes; absent: every change that
+   * workspace/changes lists (paths the project's .gitignore ignores are
+   * left out unless Ignored).
+   */
+  paths?: string[];
+  /** ignored includes the changes of paths the project ignores. Extension. */
+  ignored?: boolean;
+}
+
+/** WorkspaceExportGitResult is the result of `workspace/exportGit`. */
+export interface WorkspaceExportGitResult {
+  /**
+   * commit is the new commit's id; its parent is Baseline when there is
+   * one, else the project's HEAD.
+   */
+  commit: string;
+  branch: string;
+  /**
+   * baseline is, when the project had uncommitted work (its working tree
+   * differed from HEAD), the commit of that work made first, so that
+   * Commit's own diff is exactly the workspace's changes. Extension.
+   */
+  baseline?: string;
+  /** files is how many paths the commit changes. Extension. */
+  files: number;
+}
+
+/**
+ * WorkspaceExportPatchParams are the params of `workspace/exportPatch`
+ * (extension).
+ */
+export interface WorkspaceExportPatchParams {
+  workspaceId: string;
+  paths?: string[];
+  ignored?: boolean;
+}
+
+/**
+ * WorkspaceExportPatchResult is the result of `workspace/exportPatch`:
+ * Patch applies to the project with `git apply` (binary files as git's
+ * binary patches when the project is a git repository).
+ */
+export interface WorkspaceExportPatchResult {
+  patch: string;
+  files: number;
+}
+
+/** WorkspaceForkParams are the params of `workspace/fork`. */
+export interface WorkspaceForkParams {
+  workspaceId: string;
+  /**
+   * name is the new workspace's name; absent: the server picks one
+   * ("<name>-fork-N").
+   */
+  name?: string;
+}
+
+/**
+ * WorkspaceExecutionsParams are the params of `workspace/executions`
+ * (extension).
+ */
+export interface WorkspaceExecutionsParams {
+  workspaceId: string;
+  /** executionId asks for one execution's record. */
+  executionId?: string;
+}
+
+/**
+ * ExecutionRecord is what the daemon keeps of an execution that changed
+ * files: the newest are kept (a bounded ring per workspace, in memory).
+ */
+export interface ExecutionRecord {
+  executionId: string;
+  kernelId: string;
+  language?: string;
+  executionCount: number;
+  finishedAt: string;
+  filesChanged: PathChange[];
+  /** more counts the paths left out of FilesChanged (it is bounded). */
+  more?: number;
+  /**
+   * checkpoint is the automatic checkpoint taken before the execution,
+   * when one was (restoring it undoes the execution's writes).
+   */
+  checkpoint?: string;
+}
+
+/**
+ * WorkspaceExecutionsResult is the result of `workspace/executions`,
+ * oldest first.
+ */
+export interface WorkspaceExecutionsResult {
+  executions: ExecutionRecord[];
+}
+
+/**
  * The params and result types of every client-to-server request, by method
  * (protocol.Server). Params `void`: the method takes none; result `null`:
  * it answers null.
  *
  * The methods of PROTOCOL.md that this daemon does not implement yet (such
- * requests answer -32601) are in none of these maps: `workspace/exportGit`,
- * `workspace/fork`, `workspace/exposePort`, `workspace/unexposePort`,
- * `workspace/previews`, `workspace/export`.
+ * requests answer -32601) are in none of these maps: `workspace/exposePort`,
+ * `workspace/unexposePort`, `workspace/previews`, `workspace/export`.
  */
 export interface Requests {
   "initialize": { params: InitializeParams; result: InitializeResult };
@@ -1499,6 +1687,10 @@ export interface Requests {
   "daemon/stats": { params: DaemonStatsParams; result: DaemonStats };
   "workspace/setNetwork": { params: WorkspaceSetNetworkParams; result: Empty };
   "workspace/install": { params: WorkspaceInstallParams; result: WorkspaceInstallResult };
+  "workspace/exportGit": { params: WorkspaceExportGitParams; result: WorkspaceExportGitResult };
+  "workspace/exportPatch": { params: WorkspaceExportPatchParams; result: WorkspaceExportPatchResult };
+  "workspace/fork": { params: WorkspaceForkParams; result: WorkspaceInfo };
+  "workspace/executions": { params: WorkspaceExecutionsParams; result: WorkspaceExecutionsResult };
 }
 
 /** The params type of every client-to-server notification, by method. */

@@ -79,6 +79,12 @@ M.methods = {
   WorkspaceUnexposePort = "workspace/unexposePort",
   WorkspacePreviews = "workspace/previews",
   WorkspaceExport = "workspace/export",
+  -- MethodWorkspaceExportPatch is a workspace's changes as one patch that
+  -- `git apply` takes. Extension.
+  WorkspaceExportPatch = "workspace/exportPatch",
+  -- MethodWorkspaceExecutions lists the files each recent execution of a
+  -- workspace changed. Extension.
+  WorkspaceExecutions = "workspace/executions",
 }
 
 --- JSON-RPC error codes (PROTOCOL.md §7): code by name and name by code.
@@ -350,10 +356,12 @@ M.enums = {
 --- WorkspaceChangesParams are the params of `workspace/changes`.
 ---@class cellbox.WorkspaceChangesParams
 ---@field workspaceId string
+---@field ignored? boolean ignored lists the changes of paths the project's .gitignore ignores too (a project that is a git repository); absent, they are left out and counted in the result's ignored. Extension.
 
 --- WorkspaceChangesResult is the result of `workspace/changes`.
 ---@class cellbox.WorkspaceChangesResult
 ---@field changes cellbox.Change[]
+---@field ignored? integer ignored counts the changes left out because the project ignores their paths. Extension.
 
 --- Change is one changed file of a workspace.
 ---@class cellbox.Change
@@ -361,11 +369,14 @@ M.enums = {
 ---@field kind cellbox.ChangeKind
 ---@field size? integer size is the file's size in bytes in the workspace; absent when deleted.
 ---@field binary? boolean binary: the file is not text, so it has no line diff.
+---@field renamedFrom? string renamedFrom, on an added file, and RenamedTo, on a deleted one, pair a deletion and an addition of the same content: a rename. Both entries stay, so a commit of either path alone does what it did before. Extension.
+---@field renamedTo? string
 
 --- WorkspaceDiffParams are the params of `workspace/diff`.
 ---@class cellbox.WorkspaceDiffParams
 ---@field workspaceId string
 ---@field paths? string[] paths limits the diff to these files; absent: every change.
+---@field ignored? boolean ignored: as in workspace/changes. Extension.
 
 --- WorkspaceDiffResult is the result of `workspace/diff`.
 ---@class cellbox.WorkspaceDiffResult
@@ -408,6 +419,7 @@ M.enums = {
 ---@field workspaceId string
 ---@field name? string name labels the checkpoint; absent: the server picks one.
 ---@field workDoneToken? cellbox.ProgressToken Extension: a token for $/progress, as on kernel/start.
+---@field auto? boolean auto takes an automatic checkpoint: kept in a ring of its own (the newest 100), not counted against the user's checkpoints, and taken only when the workspace changed since the newest checkpoint; when it did not, the result is that checkpoint with reused set. Extension.
 
 --- Checkpoint is the result of `workspace/checkpoint` and an entry of
 --- `workspace/checkpoints`: a saved state of a workspace's changes.
@@ -417,6 +429,9 @@ M.enums = {
 ---@field createdAt string createdAt is when the checkpoint was taken (RFC 3339).
 ---@field files integer files is how many changed files the checkpoint holds. Extension: §3 does not say what is counted.
 ---@field bytes integer bytes is the total size of those files.
+---@field auto? boolean auto marks an automatic checkpoint (workspace/checkpoint with auto, kernel/execute with checkpoint). Extension.
+---@field reused? boolean reused: nothing changed since this checkpoint, so an automatic one was not taken again. Extension.
+---@field copied? integer copied is how many files taking it copied; the others were the same as in the checkpoint before and are shared with it. Extension.
 
 --- WorkspaceCheckpointsParams are the params of `workspace/checkpoints`.
 ---@class cellbox.WorkspaceCheckpointsParams
@@ -637,6 +652,7 @@ M.enums = {
 ---@field allowStdin? boolean allowStdin lets the server send kernel/inputRequest once Stdin is used up, if the client declared capabilities.inputRequest.
 ---@field timeoutMs? integer timeoutMs interrupts the code when it expires; absent: limits.timeoutMs.
 ---@field stopOnError? boolean stopOnError defaults to true: when this execution fails, the ones queued behind it end with status aborted.
+---@field checkpoint? boolean checkpoint takes an automatic checkpoint of the workspace (as workspace/checkpoint with auto) when the execution begins, so that restoring it undoes what the execution wrote; the result names it. Extension.
 
 --- SourceLocation is where code comes from in the editor.
 ---@class cellbox.SourceLocation
@@ -657,6 +673,9 @@ M.enums = {
 ---@field cpuMs? integer cpuMs is the CPU time the execution used, when known.
 ---@field peakMemoryBytes? integer peakMemoryBytes is the kernel's peak memory, when known.
 ---@field outputTruncated? boolean outputTruncated: output beyond limits.outputBytes was dropped.
+---@field filesChanged? cellbox.PathChange[] filesChanged are the workspace paths this execution created, changed or deleted (§10), at most 1000; FilesChangedMore counts the rest (extension). Attribution is by time: a program of the same workspace that writes while the execution runs (a terminal, another kernel) is counted too.
+---@field filesChangedMore? integer
+---@field checkpoint? string checkpoint is the automatic checkpoint taken before the execution (kernel/execute with checkpoint). Extension.
 
 --- ExecuteError is an error of the user's code, as Jupyter reports it.
 ---@class cellbox.ExecuteError
@@ -935,5 +954,71 @@ M.enums = {
 ---@field cacheHits integer cacheHits counts the package files the daemon's cache already held.
 ---@field downloadedBytes integer
 ---@field durationMs integer
+
+--- PathChange is a path an execution created, changed or deleted
+--- (ExecuteResult.filesChanged): kind "added" (it did not exist before the
+--- execution), "modified" or "deleted", relative to the workspace view as it
+--- was when the execution began.
+---@class cellbox.PathChange
+---@field path string
+---@field kind cellbox.ChangeKind
+
+--- WorkspaceExportGitParams are the params of `workspace/exportGit`.
+---@class cellbox.WorkspaceExportGitParams
+---@field workspaceId string
+---@field branch string branch is the branch to write (refs/heads/<branch>). An existing branch is moved only when it points at the commit the export builds on (its new commit's parent) or Force is set. Extension: Force.
+---@field force? boolean
+---@field message? string message is the commit message; absent: one naming the workspace.
+---@field paths? string[] paths limits the commit to these changes; absent: every change that workspace/changes lists (paths the project's .gitignore ignores are left out unless Ignored).
+---@field ignored? boolean ignored includes the changes of paths the project ignores. Extension.
+
+--- WorkspaceExportGitResult is the result of `workspace/exportGit`.
+---@class cellbox.WorkspaceExportGitResult
+---@field commit string commit is the new commit's id; its parent is Baseline when there is one, else the project's HEAD.
+---@field branch string
+---@field baseline? string baseline is, when the project had uncommitted work (its working tree differed from HEAD), the commit of that work made first, so that Commit's own diff is exactly the workspace's changes. Extension.
+---@field files integer files is how many paths the commit changes. Extension.
+
+--- WorkspaceExportPatchParams are the params of `workspace/exportPatch`
+--- (extension).
+---@class cellbox.WorkspaceExportPatchParams
+---@field workspaceId string
+---@field paths? string[]
+---@field ignored? boolean
+
+--- WorkspaceExportPatchResult is the result of `workspace/exportPatch`:
+--- Patch applies to the project with `git apply` (binary files as git's
+--- binary patches when the project is a git repository).
+---@class cellbox.WorkspaceExportPatchResult
+---@field patch string
+---@field files integer
+
+--- WorkspaceForkParams are the params of `workspace/fork`.
+---@class cellbox.WorkspaceForkParams
+---@field workspaceId string
+---@field name? string name is the new workspace's name; absent: the server picks one ("<name>-fork-N").
+
+--- WorkspaceExecutionsParams are the params of `workspace/executions`
+--- (extension).
+---@class cellbox.WorkspaceExecutionsParams
+---@field workspaceId string
+---@field executionId? string executionId asks for one execution's record.
+
+--- ExecutionRecord is what the daemon keeps of an execution that changed
+--- files: the newest are kept (a bounded ring per workspace, in memory).
+---@class cellbox.ExecutionRecord
+---@field executionId string
+---@field kernelId string
+---@field language? string
+---@field executionCount integer
+---@field finishedAt string
+---@field filesChanged cellbox.PathChange[]
+---@field more? integer more counts the paths left out of FilesChanged (it is bounded).
+---@field checkpoint? string checkpoint is the automatic checkpoint taken before the execution, when one was (restoring it undoes the execution's writes).
+
+--- WorkspaceExecutionsResult is the result of `workspace/executions`,
+--- oldest first.
+---@class cellbox.WorkspaceExecutionsResult
+---@field executions cellbox.ExecutionRecord[]
 
 return M
