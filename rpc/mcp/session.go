@@ -187,7 +187,7 @@ func (s *session) kernel(ctx context.Context, language string) (c Conn, kernelID
 		return c, id, "", nil
 	}
 	var res protocol.KernelStartResult
-	p := protocol.KernelStartParams{Language: language, WorkspaceID: ws.WorkspaceID}
+	p := protocol.KernelStartParams{Language: language, WorkspaceID: ws.WorkspaceID, Env: kernelEnv}
 	if err := c.Call(ctx, protocol.MethodKernelStart, p, &res); err != nil {
 		return nil, "", "", fmt.Errorf("start a %s kernel: %w", language, err)
 	}
@@ -201,6 +201,12 @@ func (s *session) kernel(ctx context.Context, language string) (c Conn, kernelID
 	}
 	return c, res.KernelID, note, nil
 }
+
+// kernelEnv is the environment of the kernels the server starts. Python
+// writes no bytecode caches: an edit that keeps a module's size within the
+// same second as its last import would otherwise be imported from the
+// stale cache, and __pycache__ directories would be changes to review.
+var kernelEnv = map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}
 
 // forgetKernel drops a kernel that is dead or gone, so that the next run
 // of its language starts another.
