@@ -149,22 +149,56 @@ func (s *session) result(e *execution) (*sdk.CallToolResult, RunOutput, error) {
 }
 
 // render builds e's output since the last render and marks it shown.
+// Images are fitted after e's lock is released: decoding and scaling a
+// big one takes a while, and the daemon connection's reader waits on that
+// lock to append output.
 func (e *execution) render() (RunOutput, []sdk.Content, error) {
+	out, images, links, notes, err := e.take()
+	if err != nil {
+		return out, nil, err
+	}
+	var content []sdk.Content
+	for _, im := range images {
+		if len(out.Images) >= imagesShown {
+			content = append(content, resourceLink(im.uri, im.mime, len(im.data), "image"))
+			continue
+		}
+		f, err := fitImage(im.data, imageMaxSide, imageMaxBytes)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("image %s: %v", im.uri, err))
+			continue
+		}
+		out.Images = append(out.Images, ImageInfo{URI: im.uri, MimeType: f.mime, Width: f.width, Height: f.height, OriginalWidth: f.origW, OriginalHeight: f.origH})
+		content = append(content, &sdk.ImageContent{Data: f.data, MIMEType: f.mime},
+			resourceLink(im.uri, im.mime, len(im.data), "full-size image"))
+	}
+	content = append(content, links...)
+	out.Note = strings.Join(notes, " ")
+	return out, content, nil
+}
+
+// pendingImage is an image of a render, to fit.
+type pendingImage struct {
+	uri, mime string
+	data      []byte
+}
+
+// take collects, under e's lock, what is new since the last render (and
+// the end, once ended), and marks it shown.
+func (e *execution) take() (out RunOutput, images []pendingImage, links []sdk.Content, notes []string, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := RunOutput{ExecutionID: e.id, Status: "running", FilesChanged: []FileChange{}, Images: []ImageInfo{}}
+	out = RunOutput{ExecutionID: e.id, Status: "running", FilesChanged: []FileChange{}, Images: []ImageInfo{}}
 	done := !e.running()
 	if done && e.err != nil {
-		return out, nil, fmt.Errorf("execution %s: %w", e.id, e.err)
+		return out, nil, nil, nil, fmt.Errorf("execution %s: %w", e.id, e.err)
 	}
-	var notes []string
 	if e.note != "" && !e.noteShown {
 		notes = append(notes, e.note)
 		e.noteShown = true
 	}
 	out.Stdout, e.shownOut = showStream(&e.stdout, e.shownOut, executionURI(e.id, "stdout"))
 	out.Stderr, e.shownErr = showStream(&e.stderr, e.shownErr, executionURI(e.id, "stderr"))
-	var content []sdk.Content
 	displays := 0
 	for i, r := range e.rich {
 		if r.cleared || i < e.shownRich && !r.dirty {
@@ -190,32 +224,23 @@ func (e *execution) render() (RunOutput, []sdk.Content, error) {
 		}
 		if r.image != nil {
 			uri := executionURI(e.id, fmt.Sprintf("images/%d.%s", r.n, imageExt(r.imageMime)))
-			if len(out.Images) >= imagesShown {
-				content = append(content, resourceLink(uri, r.imageMime, len(r.image), "image"))
-			} else if f, err := fitImage(r.image, imageMaxSide, imageMaxBytes); err != nil {
-				notes = append(notes, fmt.Sprintf("image %d: %v", r.n, err))
-			} else {
-				out.Images = append(out.Images, ImageInfo{URI: uri, MimeType: f.mime, Width: f.width, Height: f.height, OriginalWidth: f.origW, OriginalHeight: f.origH})
-				content = append(content, &sdk.ImageContent{Data: f.data, MIMEType: f.mime},
-					resourceLink(uri, r.imageMime, len(r.image), "full-size image"))
-			}
+			images = append(images, pendingImage{uri: uri, mime: r.imageMime, data: r.image})
 		}
 		if mime, ext := linkedMime(r.data); mime != "" {
 			t, _ := bundleText(r.data, mime)
 			uri := executionURI(e.id, fmt.Sprintf("outputs/%d.%s", r.n, ext))
 			out.Links = append(out.Links, LinkInfo{URI: uri, MimeType: mime, Bytes: len(t)})
-			content = append(content, resourceLink(uri, mime, len(t), mime+" output"))
+			links = append(links, resourceLink(uri, mime, len(t), mime+" output"))
 		}
 	}
 	e.shownRich = len(e.rich)
 	if e.richDropped > 0 {
-		notes = append(notes, fmt.Sprintf("%d rich outputs were not kept (over %d outputs or %d MiB)", e.richDropped, richKeepCount, richKeepBytes>>20))
+		notes = append(notes, fmt.Sprintf("%d rich outputs were not kept (over %d outputs or %d MiB).", e.richDropped, richKeepCount, richKeepBytes>>20))
 	}
 	if !done {
 		out.DurationMs = time.Since(e.started).Milliseconds()
 		notes = append(notes, fmt.Sprintf("Still running after %.0f s: poll {executionId: %q} for more, or stop it.", time.Since(e.started).Seconds(), e.id))
-		out.Note = strings.Join(notes, " ")
-		return out, content, nil
+		return out, images, links, notes, nil
 	}
 	r := e.res
 	out.Status = string(r.Status)
@@ -231,8 +256,7 @@ func (e *execution) render() (RunOutput, []sdk.Content, error) {
 	if r.Status == protocol.ExecutionStatusTimeout && r.Error != nil && r.Error.Ename == "KernelRestarted" {
 		notes = append(notes, "The kernel was restarted to end it: variables and imports of earlier runs are gone.")
 	}
-	out.Note = strings.Join(notes, " ")
-	return out, content, nil
+	return out, images, links, notes, nil
 }
 
 // showStream is a stream's text from shown on, for a model: carriage

@@ -258,6 +258,25 @@ test(`cellbox mcp over ${transportKind}`, { timeout: 600_000 }, async (t) => {
     assert.equal(whole.contents[0].text.split("\n").length, 5001);
   });
 
+  await t.test("stop interrupts a run; with restart the kernel's memory goes", async () => {
+    await ok(client, "run", { code: "before_stop = 1" });
+    const { out: running } = await ok(client, "run", { code: "import time\nprint('looping', flush=True)\nwhile True:\n    time.sleep(0.05)", waitS: 1 });
+    assert.equal(running.status, "running");
+    const { out: stopped } = await ok(client, "stop", {});
+    assert.equal(stopped.executionId, running.executionId);
+    assert.equal(stopped.status, "interrupted", JSON.stringify(stopped));
+    const { out: after } = await ok(client, "poll", { executionId: running.executionId });
+    assert.equal(after.status, "interrupted");
+    assert.equal(after.error?.ename, "KeyboardInterrupt");
+    assert.equal((await ok(client, "run", { code: "before_stop" })).out.result, "1", "an interrupt keeps the kernel's state");
+    const { out: restarted } = await ok(client, "stop", { restart: true });
+    assert.equal(restarted.status, "restarted");
+    assert.match(restarted.note, /in-memory state .* is lost/);
+    const { out: gone } = await ok(client, "run", { code: "before_stop" });
+    assert.equal(gone.status, "error");
+    assert.equal(gone.error.ename, "NameError");
+  });
+
   await t.test("errors: bad input is a tool error that names it", async () => {
     assert.match(await toolError(client, "poll", { executionId: "mcp-nope" }), /unknown executionId "mcp-nope"/);
     assert.match(await toolError(client, "write_file", { path: "src/calc.py", edits: [{ search: "nope", replace: "x" }] }), /edit 1: search text not found/);
