@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
@@ -129,4 +131,41 @@ func sameLines(a, b string) bool {
 		set[l]--
 	}
 	return true
+}
+
+// BenchmarkTrack is what attribution adds to an execution: Track and End
+// around nothing written, and around one file written by a program of the
+// sandbox (the spawn itself is not counted).
+func BenchmarkTrack(b *testing.B) {
+	e := newAttackEnv(b)
+	w := e.open(b, "bench")
+	sh(b, w, "true") // the sandbox runs
+	b.Run("nothing-written", func(b *testing.B) {
+		if tr := w.Track(); tr == nil {
+			b.Fatal("Track returned nil")
+		} else {
+			tr.End()
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			w.Track().End()
+		}
+	})
+	b.Run("one-file-written", func(b *testing.B) {
+		var spent time.Duration
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			tr := w.Track()
+			spent += time.Since(t0)
+			if _, err := w.FsWrite(protocol.FsWriteParams{Path: "f.txt", Content: strconv.Itoa(i)}); err != nil {
+				b.Fatal(err)
+			}
+			t0 = time.Now()
+			if got, _ := tr.End(); len(got) != 1 {
+				b.Fatalf("tracked %v", got)
+			}
+			spent += time.Since(t0)
+		}
+		b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "track-µs/op")
+	})
 }
