@@ -106,13 +106,47 @@ func TestTrackBound(t *testing.T) {
 	}
 }
 
+// TestTrackHubsBounded: the hubs kept for attribution alone are bounded
+// (each is an inotify instance); a workspace whose hub was let go is
+// tracked again with a new one, and a hub with a watch stays.
+func TestTrackHubsBounded(t *testing.T) {
+	e := newAttackEnv(t)
+	var ws []*Workspace
+	for i := 0; i < maxTrackedHubs+3; i++ {
+		w, err := e.m.Open(context.Background(), protocol.WorkspaceOpenParams{Mode: protocol.WorkspaceModeScratch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	watched, err := ws[1].Watch(WatchOptions{}, func(WatchBatch) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watched.Close()
+	for _, w := range ws {
+		w.Track().End()
+	}
+	e.m.hubsMu.Lock()
+	n, first, second := len(e.m.hubs), e.m.hubs[ws[0]], e.m.hubs[ws[1]]
+	e.m.hubsMu.Unlock()
+	if n != maxTrackedHubs+1 || first != nil || second == nil {
+		t.Fatalf("%d hubs (want %d: the bound and the watched one), the oldest kept: %v, the watched one kept: %v", n, maxTrackedHubs+1, first != nil, second != nil)
+	}
+	tr := ws[0].Track()
+	sh(t, ws[0], "echo x > again.txt")
+	if got, _ := tr.End(); trackedList(got) != "added again.txt\n" {
+		t.Fatalf("a workspace tracked again: %s", trackedList(got))
+	}
+}
+
 // TestTrackAsUnprivilegedUser re-runs the tracker tests as
 // CELLBOX_TEST_USER.
 func TestTrackAsUnprivilegedUser(t *testing.T) {
 	if sandboxtest.AsTestUser() {
 		t.Skip("this is the re-run as the unprivileged user")
 	}
-	sandboxtest.RunAsTestUser(t, "^TestTrack(Overlay|Plain|Bound)$")
+	sandboxtest.RunAsTestUser(t, "^TestTrack(Overlay|Plain|Bound|HubsBounded)$")
 }
 
 func sameLines(a, b string) bool {
