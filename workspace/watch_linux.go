@@ -105,7 +105,7 @@ func (wt *Watch) Close() {
 		m.hubsMu.Lock()
 		h.mu.Lock()
 		delete(h.subs, wt)
-		last := len(h.subs) == 0 && m.hubs[h.w] == h
+		last := len(h.subs) == 0 && !h.tracked && m.hubs[h.w] == h
 		h.mu.Unlock()
 		if last {
 			delete(m.hubs, h.w)
@@ -130,6 +130,7 @@ func (w *Workspace) CloseWatches() {
 	w.m.hubsMu.Lock()
 	h := w.m.hubs[w]
 	delete(w.m.hubs, w)
+	w.m.untrack(w)
 	w.m.hubsMu.Unlock()
 	if h == nil {
 		return
