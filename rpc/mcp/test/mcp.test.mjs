@@ -214,7 +214,8 @@ test(`cellbox mcp over ${transportKind}`, { timeout: 600_000 }, async (t) => {
 
   await t.test("the rm -rf run reported its deletions", async () => {
     const { out } = await ok(client, "run", { code: "import subprocess\nsubprocess.run('rm -rf out', shell=True, check=True)\nNone" });
-    assert.deepEqual(out.filesChanged, [{ path: "out/gen.txt", kind: "deleted" }]);
+    assert.ok(out.filesChanged.some((f) => f.path === "out/gen.txt" && f.kind === "deleted"), JSON.stringify(out.filesChanged));
+    assert.ok(out.filesChanged.every((f) => f.kind === "deleted" && (f.path === "out" || f.path.startsWith("out/"))), JSON.stringify(out.filesChanged));
     // Restoring the run's own checkpoint undoes it.
     assert.ok(out.checkpoint, "the run names its checkpoint");
     await ok(client, "restore", { checkpointId: out.checkpoint });
