@@ -323,6 +323,26 @@ func TestMCPHTTPTypeScriptClient(t *testing.T) {
 		}
 	}
 	e.nodeTest(t, dir, "CELLBOX_MCP_TRANSPORT=http", "CELLBOX_MCP_URL="+base, "CELLBOX_MCP_TOKEN="+token)
+
+	// A client names another project on the URL (the token too, here).
+	other := t.TempDir()
+	writeFiles(t, other, map[string]string{"README.md": "another project\n"})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	endpoint := base + "/mcp?token=" + token + "&root=" + other
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "cellbox-e2e", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint}, nil)
+	if err != nil {
+		t.Fatalf("connect to %s/mcp?root=...: %v", base, err)
+	}
+	defer cs.Close()
+	res, text := callTool(t, cs, "read_file", map[string]any{"path": "README.md"})
+	if res.IsError || text != "another project\n" {
+		t.Fatalf("read_file README.md in the workspace of ?root=: %q", text)
+	}
+	res, text = callTool(t, cs, "run", map[string]any{"code": "import os\nos.listdir('.')"})
+	if res.IsError || !strings.Contains(text, `README.md`) || strings.Contains(text, "data") {
+		t.Fatalf("run in the workspace of ?root=: %s", text)
+	}
 }
 
 // mcpClient is the Go SDK's client of `cellbox mcp` run in e.

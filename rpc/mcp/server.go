@@ -254,7 +254,7 @@ func instructions(o Options) string {
 	if o.AllowCommit {
 		commit = `commit copies the changes into the project (the human allowed it with --allow-commit); check changes with diff first.`
 	}
-	return `cellbox runs code in a sandbox whose /workspace is a copy-on-write overlay of the project at ` + o.Root + `. Nothing you write or run touches the project itself: every change waits in the overlay, where the human reviews it (the editor's source control view, "cellbox diff").
+	return `cellbox runs code in a sandbox whose /workspace is a copy-on-write overlay of the project directory; paths are relative to it. Nothing you write or run touches the project itself: every change waits in the overlay, where the human reviews it (the editor's source control view, "cellbox diff").
 
 Work in small verified steps:
 1. write_file the code, and a test that shows the behaviour you want (before you change it).

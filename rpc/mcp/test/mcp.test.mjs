@@ -259,7 +259,7 @@ test(`cellbox mcp over ${transportKind}`, { timeout: 600_000 }, async (t) => {
     assert.equal(whole.contents[0].text.split("\n").length, 5001);
   });
 
-  await t.test("stop interrupts a run; with restart the kernel's memory goes", async () => {
+  await t.test("stop interrupts a run, restart clears the kernel; timeoutS and stdin", async () => {
     await ok(client, "run", { code: "before_stop = 1" });
     const { out: running } = await ok(client, "run", { code: "import time\nprint('looping', flush=True)\nwhile True:\n    time.sleep(0.05)", waitS: 1 });
     assert.equal(running.status, "running");
@@ -276,6 +276,10 @@ test(`cellbox mcp over ${transportKind}`, { timeout: 600_000 }, async (t) => {
     const { out: gone } = await ok(client, "run", { code: "before_stop" });
     assert.equal(gone.status, "error");
     assert.equal(gone.error.ename, "NameError");
+    const { out: late } = await ok(client, "run", { code: "import time\ntime.sleep(30)", timeoutS: 1 });
+    assert.equal(late.status, "timeout", JSON.stringify(late));
+    const { out: fed } = await ok(client, "run", { code: "input() + '/' + input()", stdin: "one\ntwo\n" });
+    assert.equal(fed.result, "'one/two'");
   });
 
   await t.test("errors: bad input is a tool error that names it", async () => {
