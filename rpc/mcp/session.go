@@ -44,7 +44,9 @@ type session struct {
 	// progress routes the daemon's $/progress by token.
 	progress map[string]func(protocol.ProgressValue)
 	nextTok  int
-	closed   bool
+	// noAuto: the daemon takes no automatic checkpoints (autoCheckpoint).
+	noAuto bool
+	closed bool
 
 	wg sync.WaitGroup // the executions' goroutines
 }

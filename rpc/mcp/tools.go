@@ -102,13 +102,34 @@ func textResult(out any, more ...sdk.Content) (*sdk.CallToolResult, error) {
 }
 
 // autoCheckpoint takes the automatic checkpoint before a mutating tool
-// (the daemon takes none when nothing changed since the newest). A
-// failure does not stop the tool: it is logged.
+// (the daemon takes none when nothing changed since the newest) and
+// returns its id. A failure does not stop the tool: it is logged. A daemon
+// older than automatic checkpoints takes an ordinary one, which would
+// count against the user's: it is deleted, and the session takes no more.
 func (s *session) autoCheckpoint(ctx context.Context, c Conn, ws protocol.WorkspaceInfo, tool string) string {
+	s.mu.Lock()
+	off := s.noAuto
+	s.mu.Unlock()
+	if off {
+		return ""
+	}
 	var cp protocol.Checkpoint
 	p := protocol.WorkspaceCheckpointParams{WorkspaceID: ws.WorkspaceID, Name: "before " + tool, Auto: true}
 	if err := c.Call(ctx, protocol.MethodWorkspaceCheckpoint, p, &cp); err != nil {
 		s.log.Warn("automatic checkpoint", "tool", tool, "err", err)
+		return ""
+	}
+	// A new daemon answers an automatic checkpoint, or (nothing changed)
+	// the newest checkpoint, of any kind, marked reused.
+	if !cp.Auto && !cp.Reused {
+		s.log.Warn("the daemon takes no automatic checkpoints (it is older than this cellbox): none are taken before tools", "checkpoint", cp.CheckpointID)
+		s.mu.Lock()
+		s.noAuto = true
+		s.mu.Unlock()
+		d := protocol.WorkspaceDeleteCheckpointParams{WorkspaceID: ws.WorkspaceID, CheckpointID: cp.CheckpointID}
+		if err := c.Call(ctx, protocol.MethodWorkspaceDeleteCheckpoint, d, nil); err != nil {
+			s.log.Warn("delete the ordinary checkpoint taken for an automatic one", "checkpoint", cp.CheckpointID, "err", err)
+		}
 		return ""
 	}
 	return cp.CheckpointID
