@@ -65,10 +65,11 @@ func (s *session) run(ctx context.Context, req *sdk.CallToolRequest, in RunInput
 	}
 	e := newExecution(newExecutionID(), kernelID, lang)
 	e.note = note
-	s.addExecution(e)
 	p := protocol.KernelExecuteParams{KernelID: kernelID, Code: in.Code, ExecutionID: e.id, Stdin: in.Stdin,
 		TimeoutMs: int64(math.Ceil(in.TimeoutS * 1000)), Checkpoint: true}
-	s.wg.Add(1)
+	if err := s.addExecution(e); err != nil {
+		return nil, RunOutput{}, err
+	}
 	go func() {
 		defer s.wg.Done()
 		// Not the tool call's context: the code runs on after run answers

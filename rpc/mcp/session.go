@@ -48,7 +48,7 @@ type session struct {
 	noAuto bool
 	closed bool
 
-	wg sync.WaitGroup // the executions' goroutines
+	wg sync.WaitGroup // the executions' goroutines (added under mu while not closed)
 }
 
 func newSession(srv *Server, root, name string) *session {
@@ -274,10 +274,15 @@ func (s *session) progressToken(f func(protocol.ProgressValue)) (token string, d
 }
 
 // addExecution keeps e, dropping the oldest finished executions past
-// keptExecutions or keptBytes.
-func (s *session) addExecution(e *execution) {
+// keptExecutions or keptBytes, and counts the goroutine that runs it
+// (which calls s.wg.Done).
+func (s *session) addExecution(e *execution) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	s.wg.Add(1)
 	s.execs[e.id] = e
 	s.order = append(s.order, e)
 	total := 0
@@ -294,6 +299,7 @@ func (s *session) addExecution(e *execution) {
 		delete(s.execs, x.id)
 		s.order = slices.Delete(s.order, i, i+1)
 	}
+	return nil
 }
 
 // execution is the kept execution id.
