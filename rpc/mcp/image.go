@@ -36,7 +36,8 @@ type fittedImage struct {
 // on its long side and maxBytes: the original when it already fits (PNG or
 // JPEG), else scaled down (Catmull-Rom) and encoded as PNG, or as JPEG at a
 // falling quality when the PNG is too big, halving the size again when
-// even that does not fit.
+// even that does not fit. A 3000x2000 photo takes about 0.5 s
+// (decoding and scaling are most of it).
 func fitImage(data []byte, maxSide, maxBytes int) (*fittedImage, error) {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
@@ -59,13 +60,22 @@ func fitImage(data []byte, maxSide, maxBytes int) (*fittedImage, error) {
 		w, h := scaledSize(cfg.Width, cfg.Height, side)
 		dst := image.NewRGBA(image.Rect(0, 0, w, h))
 		draw.CatmullRom.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
+		// PNG fast first (a plot's flat colours compress well); harder only
+		// when that comes close, as more effort gains a few percent at many
+		// times the cost; else JPEG (a photo).
 		var buf bytes.Buffer
-		if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, dst); err != nil {
-			return nil, fmt.Errorf("encode png: %w", err)
-		}
-		if buf.Len() <= maxBytes {
-			f.data, f.mime, f.width, f.height = buf.Bytes(), "image/png", w, h
-			return f, nil
+		for _, level := range []png.CompressionLevel{png.BestSpeed, png.DefaultCompression} {
+			buf.Reset()
+			if err := (&png.Encoder{CompressionLevel: level}).Encode(&buf, dst); err != nil {
+				return nil, fmt.Errorf("encode png: %w", err)
+			}
+			if buf.Len() <= maxBytes {
+				f.data, f.mime, f.width, f.height = buf.Bytes(), "image/png", w, h
+				return f, nil
+			}
+			if buf.Len() > maxBytes*3/2 {
+				break
+			}
 		}
 		// JPEG has no alpha: flatten onto white.
 		flat := image.NewRGBA(dst.Bounds())

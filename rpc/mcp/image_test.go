@@ -88,3 +88,25 @@ func TestFitImage(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkFitImage: a 3000x2000 photo-like PNG scaled to 1024 px.
+func BenchmarkFitImage(b *testing.B) {
+	img := image.NewRGBA(image.Rect(0, 0, 3000, 2000))
+	r := rand.New(rand.NewPCG(3, 4))
+	for y := 0; y < 2000; y++ {
+		for x := 0; x < 3000; x++ {
+			img.Set(x, y, color.RGBA{uint8(x / 12), uint8(y / 8), uint8(r.IntN(32)), 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := fitImage(data, imageMaxSide, imageMaxBytes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
