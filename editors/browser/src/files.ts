@@ -119,7 +119,8 @@ export class Files {
     this.ignored = ch.ignored ?? 0;
     this.ignoredPaths = new Set((all?.changes ?? []).filter((c) => !this.changes.has(c.path)).map((c) => c.path));
     for (const c of all?.changes ?? []) this.changes.set(c.path, c);
-    this.executions = ex.executions ?? [];
+    // A record may hold only a checkpoint (a run that changed nothing): not worth listing.
+    this.executions = (ex.executions ?? []).filter((r) => r.filesChanged?.length || r.more);
     this.checkpoints = cps.checkpoints ?? [];
     this.renderTree();
     this.renderChanges();

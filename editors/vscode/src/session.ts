@@ -285,12 +285,13 @@ export class Session {
     return ws;
   }
 
-  /** workspace/executions: what each recent execution of the workspace changed, oldest first. */
+  /** workspace/executions: what each recent execution of the workspace changed, oldest first (those that changed files). */
   async executions(): Promise<ExecutionRecord[]> {
     const ws = this.workspace ?? (await this.ensureWorkspace());
     if (!ws) return [];
     const res = await this.client.request(Methods.WorkspaceExecutions, { workspaceId: ws.workspaceId });
-    return res.executions ?? [];
+    // A record may hold only a checkpoint (a run that changed nothing): not worth listing.
+    return (res.executions ?? []).filter((r) => r.filesChanged?.length || r.more);
   }
 
   /** Restores a checkpoint of the workspace (the one before an execution: undoes it). */

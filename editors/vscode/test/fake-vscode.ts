@@ -175,7 +175,17 @@ export const scm = {
       quickDiffProvider: undefined as unknown,
       groups: [] as any[],
       createResourceGroup(gid: string, glabel: string) {
-        const g = { id: gid, label: glabel, resourceStates: [] as any[], hideWhenEmpty: false, dispose() {} };
+        const g = {
+          id: gid,
+          label: glabel,
+          resourceStates: [] as any[],
+          hideWhenEmpty: false,
+          disposed: false,
+          dispose() {
+            g.disposed = true;
+            sc.groups.splice(sc.groups.indexOf(g), 1);
+          },
+        };
         sc.groups.push(g);
         return g;
       },

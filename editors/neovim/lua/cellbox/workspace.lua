@@ -330,7 +330,7 @@ function M.undo(arg)
   end
   local undoable = {}
   for i = #recs, 1, -1 do
-    if recs[i].checkpoint then
+    if recs[i].checkpoint and #(recs[i].filesChanged or {}) > 0 then
       table.insert(undoable, recs[i])
     end
   end
