@@ -313,7 +313,7 @@ function M.undo(arg)
   end
   arg = arg ~= "" and arg or nil
   if not arg and vim.bo.buftype == "quickfix" and vim.fn.getqflist({ title = 1 }).title == executions_title then
-    local r = M.qf_records[vim.fn.getqflist({ idx = 0 }).idx]
+    local r = M.qf_records[vim.fn.line(".")]
     if r then
       return undo_record(ws, r)
     end
