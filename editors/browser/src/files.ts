@@ -291,9 +291,10 @@ export class Files {
       li.dataset.checkpoint = c.checkpointId;
       return li;
     };
+    const wasOpen = (this.checkpointList.querySelector("details.auto-checkpoints") as HTMLDetailsElement | null)?.open;
     this.checkpointList.replaceChildren(...mine.map(item));
     if (auto.length) {
-      const d = el("details", { class: "auto-checkpoints" }, el("summary", {}, `automatic (${auto.length}), taken before runs`), el("ul", {}, ...auto.map(item)));
+      const d = el("details", { class: "auto-checkpoints", ...(wasOpen ? { open: "" } : {}) }, el("summary", {}, `automatic (${auto.length}), taken before runs`), el("ul", {}, ...auto.map(item)));
       this.checkpointList.append(el("li", {}, d));
     }
     if (!newest.length) this.checkpointList.append(el("li", { class: "empty" }, "no checkpoints"));
