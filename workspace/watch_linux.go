@@ -105,7 +105,7 @@ func (wt *Watch) Close() {
 		m.hubsMu.Lock()
 		h.mu.Lock()
 		delete(h.subs, wt)
-		last := len(h.subs) == 0 && m.hubs[h.w] == h
+		last := len(h.subs) == 0 && !h.tracked && m.hubs[h.w] == h
 		h.mu.Unlock()
 		if last {
 			delete(m.hubs, h.w)

@@ -64,11 +64,23 @@ type watchHub struct {
 	upper     *watchLayer         // overlay only
 	lower     *watchLayer         // overlay only
 	whiteouts map[string]struct{} // paths whited out in the upper layer
-	opaque    map[string]struct{} // opaque directories of the upper layer
-	limitHit  bool                // a watch could not be added (logged once)
+	// upperFiles are the upper layer's other entries that are not
+	// directories (files, symlinks), by directory: what trackers ask the
+	// view had (inView).
+	upperFiles map[string]map[string]struct{}
+	pre        preState            // the view's entry before the event handled (trackers)
+	opaque     map[string]struct{} // opaque directories of the upper layer
+	limitHit   bool                // a watch could not be added (logged once)
 
-	mu   sync.Mutex // guards subs
+	mu   sync.Mutex // guards subs, recs and syncs
 	subs map[*Watch]struct{}
+	// recs are the trackers recording (track_linux.go); they see the
+	// changes code makes, not the edits made to the project from outside.
+	recs  map[*Tracker]struct{}
+	syncs map[string]func() // barrier files of the links directory, by name
+	// tracked keeps the hub while it has no watch: the workspace's
+	// executions are tracked (guarded by Manager.hubsMu).
+	tracked bool
 
 	done chan struct{} // closed when the goroutine has ended
 }
@@ -83,11 +95,14 @@ func newWatchHub(w *Workspace) (_ *watchHub, err error) {
 	}
 	h := &watchHub{
 		w: w, fsw: fsw, lfd: -1,
-		byPath:    make(map[string]*watched),
-		whiteouts: make(map[string]struct{}),
-		opaque:    make(map[string]struct{}),
-		subs:      make(map[*Watch]struct{}),
-		done:      make(chan struct{}),
+		byPath:     make(map[string]*watched),
+		whiteouts:  make(map[string]struct{}),
+		upperFiles: make(map[string]map[string]struct{}),
+		opaque:     make(map[string]struct{}),
+		subs:       make(map[*Watch]struct{}),
+		recs:       make(map[*Tracker]struct{}),
+		syncs:      make(map[string]func()),
+		done:       make(chan struct{}),
 	}
 	defer func() {
 		if err != nil {
@@ -100,6 +115,11 @@ func newWatchHub(w *Workspace) (_ *watchHub, err error) {
 		return nil, fmt.Errorf("watch workspace %s: %w", w.id, err)
 	}
 	if h.lfd, err = unix.Open(h.links, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("watch workspace %s: %w", w.id, err)
+	}
+	// The links directory is watched too, for the barriers of trackers
+	// (sync): its events come through the same queue as the workspace's.
+	if err = fsw.Add(h.links); err != nil {
 		return nil, fmt.Errorf("watch workspace %s: %w", w.id, err)
 	}
 	switch w.mode {
@@ -175,8 +195,21 @@ func (h *watchHub) run() {
 	}
 }
 
-// emit hands a change to every watch.
+// emit hands a change made in the sandbox to every watch and tracker.
 func (h *watchHub) emit(rel string, t protocol.FileChangeType) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for wt := range h.subs {
+		wt.add(rel, t)
+	}
+	for tr := range h.recs {
+		tr.add(rel, t, h.pre)
+	}
+}
+
+// emitOutside hands an edit made to the project from outside to every
+// watch: no execution made it.
+func (h *watchHub) emitOutside(rel string, t protocol.FileChangeType) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for wt := range h.subs {
@@ -184,12 +217,15 @@ func (h *watchHub) emit(rel string, t protocol.FileChangeType) {
 	}
 }
 
-// lost tells every watch that changes were lost.
+// lost tells every watch and tracker that changes were lost.
 func (h *watchHub) lost() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for wt := range h.subs {
 		wt.lost()
+	}
+	for tr := range h.recs {
+		tr.lost = true
 	}
 }
 
@@ -279,6 +315,8 @@ func (h *watchHub) scanQuiet(l *watchLayer, pfd int, prel string, e os.DirEntry)
 		if unix.Fstatat(pfd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && isWhiteout(&st) {
 			h.whiteouts[rel] = struct{}{}
 		}
+	case l.kind == layerUpper:
+		h.noteUpperFile(rel, true)
 	}
 	return nil
 }
@@ -306,6 +344,9 @@ func (h *watchHub) forgetDir(d *watched) {
 			_ = h.fsw.Remove(sub.name)
 			delete(l.dirs, rel)
 			delete(h.byPath, sub.name)
+			if l.kind == layerUpper {
+				delete(h.upperFiles, rel)
+			}
 		}
 	}
 	if l.kind == layerUpper {
@@ -338,6 +379,12 @@ func (h *watchHub) handle(ev fsnotify.Event) {
 	if i < 0 {
 		return
 	}
+	if ev.Name[:i] == h.links {
+		if ev.Op.Has(fsnotify.Create) {
+			h.synced(ev.Name[i+1:])
+		}
+		return
+	}
 	d := h.byPath[ev.Name[:i]]
 	if d == nil {
 		return // a watch already dropped, or a directory's own event
@@ -349,6 +396,9 @@ func (h *watchHub) handle(ev fsnotify.Event) {
 // is that directory, open, or -1 (then it is opened if needed).
 func (h *watchHub) entry(l *watchLayer, pfd int, prel, name string, op fsnotify.Op, report bool) {
 	rel := joinRel(prel, name)
+	if report && l.kind != layerLower {
+		h.pre = h.inView(l, rel)
+	}
 	switch l.kind {
 	case layerPlain:
 		h.plainEntry(l, pfd, prel, name, rel, op, report)
@@ -442,6 +492,7 @@ func (h *watchHub) upperEntry(pfd int, prel, name, rel string, op fsnotify.Op, r
 			return // gone already: its removal follows
 		}
 		h.forget(l, rel)
+		h.noteUpperFile(rel, false)
 		if h.lowerVisible(rel, false) {
 			emit(protocol.FileChangeChanged) // the project's file shows again
 		} else {
@@ -455,6 +506,7 @@ func (h *watchHub) upperEntry(pfd int, prel, name, rel string, op fsnotify.Op, r
 		if l.dirs[rel] != nil {
 			h.forget(l, rel)
 		}
+		h.noteUpperFile(rel, false)
 		h.whiteouts[rel] = struct{}{}
 		emit(protocol.FileChangeDeleted)
 	case dfd >= 0:
@@ -463,6 +515,7 @@ func (h *watchHub) upperEntry(pfd int, prel, name, rel string, op fsnotify.Op, r
 			return
 		}
 		delete(h.whiteouts, rel)
+		h.noteUpperFile(rel, false)
 		// A directory copied up to hold changed files is no change of
 		// its own.
 		if copiedUp := !wasWhiteout && !isOpaque(dfd) && h.lowerVisible(rel, true); !copiedUp {
@@ -473,6 +526,7 @@ func (h *watchHub) upperEntry(pfd int, prel, name, rel string, op fsnotify.Op, r
 		if l.dirs[rel] != nil {
 			h.forget(l, rel) // a directory replaced by a file
 		}
+		h.noteUpperFile(rel, true)
 		switch {
 		case wasWhiteout:
 			delete(h.whiteouts, rel)
@@ -538,7 +592,7 @@ func (h *watchHub) lowerEntry(pfd int, prel, name, rel string, op fsnotify.Op, r
 	visible := report && h.visibleFromLower(rel)
 	emit := func(t protocol.FileChangeType) {
 		if visible {
-			h.emit(rel, t)
+			h.emitOutside(rel, t)
 		}
 	}
 	switch {

@@ -13,6 +13,7 @@ Usage:
   cellbox serve --stdio                   one client on stdin/stdout (LSP framing)
   cellbox connect                         bridge stdio to your long-lived daemon, starting it if needed
   cellbox exec -- PROGRAM [ARGS...]       run one program in a sandboxed workspace of the current directory
+  cellbox run-agent [--allow HOST] -- CMD  run an agent CLI in a terminal of that workspace's sandbox, over the daemon
   cellbox changes                         the changes of the workspace of the current directory (A/M/D PATH)
   cellbox diff [PATH...]                  those changes as a unified diff
   cellbox commit [PATH...]                copy the changes (all, or at PATHs) into the project
@@ -47,6 +48,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printConnectHelp(stdout)
 	case "exec":
 		printExecHelp(stdout)
+	case "run-agent":
+		printRunAgentHelp(stdout)
 	case "doctor":
 		fmt.Fprint(stdout, "Usage: cellbox doctor [--json] [--state-dir DIR]\n\nPrints every sandbox layer this host can or cannot provide (with the reason and\nwhat to do), the interpreters found, the installed Jupyter kernels, and the state dir. Exits 1 when something\nthe defaults need is missing.\n")
 	case "version":

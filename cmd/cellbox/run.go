@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runConnect(ctx, rest, stdin, stdout, stderr)
 	case "exec":
 		return runExec(ctx, rest, stdin, stdout, stderr)
+	case "run-agent":
+		return runRunAgent(ctx, rest, stdin, stdout, stderr)
 	case "jupyter-kernel":
 		return runJupyterKernel(ctx, rest, stdout, stderr)
 	case "doctor":
