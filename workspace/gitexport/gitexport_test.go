@@ -2,7 +2,9 @@ package gitexport
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The tests run real git on repositories in temporary directories, with
@@ -132,6 +135,9 @@ func snapshot(t *testing.T, dir string) map[string]string {
 			t.Fatal(err)
 		}
 		s[".git/"+f] = string(b)
+		if f == "index" {
+			s[".git/"+f] = fmt.Sprintf("%d bytes, sha256 %x", len(b), sha256.Sum256(b))
+		}
 	}
 	s["status"] = gitIn(t, dir, "--no-optional-locks", "status", "--porcelain", "--untracked-files=all")
 	s["branch"] = gitIn(t, dir, "symbolic-ref", "HEAD")
@@ -142,7 +148,7 @@ func wantSame(t *testing.T, before, after map[string]string) {
 	t.Helper()
 	for k, v := range before {
 		if after[k] != v {
-			t.Errorf("%s changed: %q, was %q", k, after[k], v)
+			t.Errorf("%s changed: %.300q, was %.300q", k, after[k], v)
 		}
 	}
 	for k := range after {
@@ -382,6 +388,12 @@ func TestCommitBaseline(t *testing.T) {
 	os.Remove(filepath.Join(dir, "del.txt"))
 	os.Remove(filepath.Join(dir, "f2d"))
 	writeFiles(t, dir, map[string]string{"f2d/inner": "inner\n"})
+	// same.txt is touched, not changed: a git status that may write the
+	// index would refresh its entry.
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, "same.txt"), later, later); err != nil {
+		t.Fatal(err)
+	}
 	before := snapshot(t, dir)
 
 	changes := []Change{
