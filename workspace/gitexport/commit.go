@@ -3,14 +3,11 @@ package gitexport
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -71,7 +68,7 @@ func (p *Repo) Commit(ctx context.Context, changes []Change, o Options) (*Result
 	}
 	defer os.RemoveAll(tmp)
 	env := []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
-	t, err := p.build(ctx, env, head, changes)
+	t, err := p.build(ctx, tmp, env, head, changes)
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +170,17 @@ type trees struct {
 }
 
 // build writes the trees into the private index (and the object
-// directory) that env names.
-func (p *Repo) build(ctx context.Context, env []string, head string, changes []Change) (trees, error) {
+// directory) that env names; tmp is the private directory, which also
+// holds the work tree the changed files are copied to.
+//
+// The files go through update-index --add from that work tree rather than
+// through hash-object: one git command for them all, and the blobs, modes
+// and symlinks are what git add would make of them, with the clean filters
+// and end-of-line conversion their attributes ask for, read from the
+// .gitattributes the changes hold or else from the private index (the
+// base tree's); hash-object --stdin-paths reads attributes from the work
+// tree only, and one hash-object per file costs a process each.
+func (p *Repo) build(ctx context.Context, tmp string, env []string, head string, changes []Change) (trees, error) {
 	var t trees
 	run := func(stdin io.Reader, args ...string) (string, error) {
 		b, err := p.r.run(ctx, cmd{dir: p.top, args: args, env: env, stdin: stdin})
@@ -209,8 +215,9 @@ func (p *Repo) build(ctx context.Context, env []string, head string, changes []C
 		}
 	}
 
-	// The changes: deletions, then the files, blobs hashed first.
-	var removes, infos bytes.Buffer
+	// The changes: deletions, then the files, taken by update-index from
+	// a private work tree that holds them at their paths.
+	var removes, adds bytes.Buffer
 	var writes []Change
 	for _, c := range changes {
 		if err := checkPath(c.Path); err != nil {
@@ -225,24 +232,24 @@ func (p *Repo) build(ctx context.Context, env []string, head string, changes []C
 			removes.WriteByte(0)
 		case Added, Modified:
 			writes = append(writes, c)
+			adds.WriteString(p.prefix + c.Path)
+			adds.WriteByte(0)
 		default:
 			return t, fmt.Errorf("%w: change %q has no kind", ErrInvalid, c.Path)
 		}
-	}
-	ids, err := p.writeBlobs(ctx, env, writes)
-	if err != nil {
-		return t, err
-	}
-	for i, c := range writes {
-		fmt.Fprintf(&infos, "%s %s\t%s%s\x00", c.Mode, ids[i], p.prefix, c.Path)
 	}
 	if removes.Len() > 0 {
 		if _, err := run(&removes, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
 			return t, fmt.Errorf("remove the deleted paths from the private index: %w", err)
 		}
 	}
-	if infos.Len() > 0 {
-		if _, err := run(&infos, "update-index", "--add", "--replace", "-z", "--index-info"); err != nil {
+	if len(writes) > 0 {
+		tree := filepath.Join(tmp, "tree")
+		if err := p.materialize(ctx, tree, writes); err != nil {
+			return t, err
+		}
+		wenv := append(append([]string(nil), env...), "GIT_DIR="+p.gitDir, "GIT_WORK_TREE="+tree)
+		if _, err := p.r.run(ctx, cmd{dir: tree, args: []string{"update-index", "--add", "--replace", "-z", "--stdin"}, env: wenv, stdin: &adds}); err != nil {
 			return t, fmt.Errorf("add the changed files to the private index: %w", err)
 		}
 	}
@@ -275,76 +282,85 @@ func (p *Repo) uncommitted(ctx context.Context) ([]byte, error) {
 	return paths.Bytes(), nil
 }
 
-// writeBlobs hashes the content of each change into the object directory
-// as git add would (the clean filters and end-of-line conversion of its
-// path; a symlink's target as it is) and returns the ids. A few run at a
-// time.
-func (p *Repo) writeBlobs(ctx context.Context, env []string, cs []Change) ([]string, error) {
-	ids := make([]string, len(cs))
-	errs := make([]error, len(cs))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(4, runtime.GOMAXPROCS(0)+1, len(cs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if ids[i], errs[i] = p.writeBlob(ctx, env, cs[i]); errs[i] != nil {
-					cancel()
-				}
-			}
-		}()
+// materialize writes the files of cs under tree at their paths in the
+// repository: a regular file's content and executable bit, a symlink's
+// target. git reads them from there as it reads a work tree.
+func (p *Repo) materialize(ctx context.Context, tree string, cs []Change) error {
+	if err := mkdirs(filepath.Dir(tree), tree); err != nil {
+		return fmt.Errorf("make a private work tree: %w", err)
 	}
-feed:
-	for i := range cs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
+	for _, c := range cs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dst := filepath.Join(tree, filepath.FromSlash(p.prefix+c.Path))
+		if err := mkdirs(tree, filepath.Dir(dst)); err != nil {
+			return fmt.Errorf("copy %s: %w", c.Path, err)
+		}
+		if c.Mode == Symlink {
+			if err := os.Symlink(c.Target, dst); err != nil {
+				return fmt.Errorf("copy %s: %w", c.Path, err)
+			}
+			continue
+		}
+		if err := copyContent(c, dst); err != nil {
+			return fmt.Errorf("copy %s: %w", c.Path, err)
 		}
 	}
-	close(next)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return ids, nil
+	return nil
 }
 
-func (p *Repo) writeBlob(ctx context.Context, env []string, c Change) (string, error) {
-	args := []string{"hash-object", "-w", "--stdin"}
-	var in io.Reader
-	if c.Mode == Symlink {
-		args = append(args, "--no-filters")
-		in = strings.NewReader(c.Target)
-	} else {
-		args = append(args, "--path="+p.prefix+c.Path)
-		var rc io.ReadCloser
-		var err error
-		switch {
-		case c.Open != nil:
-			rc, err = c.Open()
-		case c.HostPath != "":
-			rc, err = os.OpenFile(c.HostPath, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-		default:
-			err = fmt.Errorf("%w: no content given", ErrInvalid)
-		}
-		if err != nil {
-			return "", fmt.Errorf("read %s: %w", c.Path, err)
-		}
-		defer rc.Close()
-		in = rc
+// mkdirs makes dir and its missing parents up to root, readable by all
+// whatever the umask: git may run as another user.
+func mkdirs(root, dir string) error {
+	if dir == root {
+		return nil
 	}
-	b, err := p.r.run(ctx, cmd{dir: p.top, args: args, env: env, stdin: in})
+	if _, err := os.Lstat(dir); err == nil {
+		return nil
+	}
+	if err := mkdirs(root, filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o755)
+}
+
+// copyContent writes a regular file's content to dst, readable by all,
+// executable when c's mode is.
+func copyContent(c Change, dst string) error {
+	var rc io.ReadCloser
+	var err error
+	switch {
+	case c.Open != nil:
+		rc, err = c.Open()
+	case c.HostPath != "":
+		rc, err = os.OpenFile(c.HostPath, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	default:
+		err = fmt.Errorf("%w: no content given", ErrInvalid)
+	}
 	if err != nil {
-		return "", fmt.Errorf("hash %s: %w", c.Path, err)
+		return err
 	}
-	return strings.TrimSuffix(string(b), "\n"), nil
+	defer rc.Close()
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, rc)
+	mode := os.FileMode(0o644)
+	if c.Mode == Executable {
+		mode = 0o755
+	}
+	if cerr := f.Chmod(mode); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // countFiles is how many paths differ between two trees.

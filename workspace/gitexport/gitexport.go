@@ -91,6 +91,7 @@ type Repo struct {
 	dir     string // the project directory, absolute, symlinks resolved
 	top     string // the top level of the repository's working tree
 	prefix  string // dir relative to top: "" or ending in "/"
+	gitDir  string // the repository's git directory, absolute
 	objects string // the repository's object directory, absolute
 	r       *runner
 }
@@ -115,7 +116,7 @@ func Open(ctx context.Context, dir string) (*Repo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.output(ctx, real, "rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "objects")
+	out, err := r.output(ctx, real, "rev-parse", "--show-toplevel", "--show-prefix", "--absolute-git-dir", "--git-path", "objects")
 	if err != nil {
 		msg := stderrOf(err)
 		switch {
@@ -127,10 +128,10 @@ func Open(ctx context.Context, dir string) (*Repo, error) {
 		return nil, fmt.Errorf("%w: the repository of %s cannot be used: %v", ErrInvalid, real, err)
 	}
 	lines := strings.Split(out, "\n")
-	if len(lines) != 3 || lines[0] == "" || lines[2] == "" {
+	if len(lines) != 4 || lines[0] == "" || lines[2] == "" || lines[3] == "" {
 		return nil, fmt.Errorf("%w: the repository of %s: git rev-parse printed %q", ErrInvalid, real, out)
 	}
-	p := &Repo{dir: real, top: lines[0], prefix: lines[1], objects: lines[2], r: r}
+	p := &Repo{dir: real, top: lines[0], prefix: lines[1], gitDir: lines[2], objects: lines[3], r: r}
 	if !filepath.IsAbs(p.objects) {
 		p.objects = filepath.Join(real, p.objects)
 	}

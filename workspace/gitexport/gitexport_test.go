@@ -613,3 +613,26 @@ func TestOwnerOfRepository(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitAttributes: files are stored as git add would store them: the
+// end-of-line conversion the base tree's .gitattributes asks for, or the
+// one the changes' own .gitattributes asks for.
+func TestCommitAttributes(t *testing.T) {
+	setup(t)
+	dir := newRepo(t, map[string]string{".gitattributes": "*.txt text eol=lf\n", "sub/.gitattributes": "*.bin -text\n", "a": "a\n"})
+	changes := []Change{
+		add("crlf.txt", "one\r\ntwo\r\n"),
+		add("sub/raw.bin", "one\r\ntwo\r\n"),
+		add("new/.gitattributes", "*.md text eol=lf\n"),
+		add("new/doc.md", "x\r\n"),
+	}
+	res, err := open(t, dir).Commit(context.Background(), changes, Options{Branch: "attrs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"crlf.txt": "one\ntwo\n", "sub/raw.bin": "one\r\ntwo\r\n", "new/doc.md": "x\n"} {
+		if got := gitIn(t, dir, "cat-file", "blob", res.Commit+":"+path); got != want {
+			t.Errorf("%s stored as %q, want %q", path, got, want)
+		}
+	}
+}

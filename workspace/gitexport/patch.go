@@ -51,7 +51,7 @@ func (p *Repo) Patch(ctx context.Context, changes []Change) (string, int, error)
 		"GIT_OBJECT_DIRECTORY=" + objects,
 		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + p.objects,
 	}
-	t, err := p.build(ctx, env, head, changes)
+	t, err := p.build(ctx, tmp, env, head, changes)
 	if err != nil {
 		return "", 0, err
 	}
