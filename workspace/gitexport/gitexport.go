@@ -6,13 +6,16 @@
 //
 // Nothing the user works with is touched. The commit is written with
 // plumbing only, in a private index (GIT_INDEX_FILE in a temporary
-// directory): read-tree, hash-object -w, update-index, write-tree,
-// commit-tree and update-ref of the one branch asked for. The working
-// tree, the real index, HEAD and the branch checked out stay byte for byte
-// what they were (never add, checkout, commit or stash); `git status` runs
-// without optional locks, so it does not refresh the index either. A patch
-// writes nothing to the repository at all: its objects go to a temporary
-// object directory that borrows the repository's as an alternate.
+// directory): read-tree of HEAD, update-index (--force-remove for the
+// deletions, --add for the files, which are copied to a private work tree
+// beside the index so that git stores them as git add would), write-tree,
+// commit-tree and update-ref of the one branch asked for, from the commit
+// it expects the branch at. The working tree, the real index, HEAD and the
+// branch checked out stay byte for byte what they were (never add,
+// checkout, commit or stash); `git status` runs without optional locks, so
+// it does not refresh the index either. A patch writes nothing to the
+// repository at all: its objects go to a temporary object directory that
+// borrows the repository's as an alternate.
 //
 // The baseline. A workspace's overlay has the live project as its lower
 // layer, so what code in the sandbox sees under its own changes is the
