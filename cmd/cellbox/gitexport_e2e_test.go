@@ -193,7 +193,10 @@ func TestExportGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
-	asUsers(t, func(t *testing.T, asUser bool) { exportGit(t, asUser) })
+	for _, asUser := range []bool{false, true} {
+		name := map[bool]string{false: "root", true: "user"}[asUser]
+		t.Run(name, func(t *testing.T) { exportGit(t, asUser) })
+	}
 }
 
 func exportGit(t *testing.T, asUser bool) {
@@ -226,7 +229,7 @@ func exportGit(t *testing.T, asUser bool) {
 
 	ws := openWorkspace(t, d.c, p, "agent")
 	k := startKernel(t, d.c, protocol.KernelStartParams{Language: "python", WorkspaceID: ws})
-	out := printed(t, d.c, k.KernelID, `import os, subprocess
+	res0, outs := execute(t, d.c, k.KernelID, `import os, subprocess
 open("new.txt", "w").write("from the kernel\n")
 with open("tracked.txt", "a") as f:
     f.write("two\n")
@@ -237,7 +240,8 @@ os.makedirs("build", exist_ok=True)
 open("build/out.o", "wb").write(b"\x00object")
 subprocess.run(["sh", "-c", "printf '#!/bin/sh\\necho hi\\n' > tool.sh && chmod +x tool.sh && ln -s new.txt link"], check=True)
 print("done")`)
-	if out != "done\n" {
+	wantOK(t, res0, outs)
+	if out := streamText(outs, protocol.StreamStdout); out != "done\n" {
 		t.Fatalf("kernel printed %q", out)
 	}
 
