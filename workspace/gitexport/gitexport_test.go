@@ -612,6 +612,16 @@ func TestOwnerOfRepository(t *testing.T) {
 			t.Errorf("%s belongs to uid %d, want the repository's owner %d", p, st.Uid, uid)
 		}
 	}
+	// The patch, over uncommitted work of the user's, and the ignore rules.
+	writeFiles(t, dir, map[string]string{".gitignore": "*.log\n"})
+	os.Lchown(filepath.Join(dir, ".gitignore"), uid, gid)
+	patch, files, err := open(t, dir).Patch(context.Background(), []Change{add("b", "b\n")})
+	if err != nil || files != 1 || !strings.Contains(patch, "+++ b/b\n") {
+		t.Fatalf("Patch as root of the user's repository: %d files, %v:\n%s", files, err, patch)
+	}
+	if ign, err := open(t, dir).Ignored(context.Background(), []string{"x.log", "b"}); err != nil || !ign["x.log"] || ign["b"] {
+		t.Fatalf("Ignored as root of the user's repository: %v, %v", ign, err)
+	}
 }
 
 // TestCommitAttributes: files are stored as git add would store them: the
