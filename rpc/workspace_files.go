@@ -35,11 +35,11 @@ func (c *conn) WorkspaceChanges(ctx context.Context, p *protocol.WorkspaceChange
 	if err != nil {
 		return nil, err
 	}
-	cs, err := w.Changes(ctx)
+	cs, ignored, err := w.ListChanges(ctx, workspace.ChangeOptions{Ignored: p.Ignored})
 	if err != nil {
 		return nil, err
 	}
-	return &protocol.WorkspaceChangesResult{Changes: cs}, nil
+	return &protocol.WorkspaceChangesResult{Changes: cs, Ignored: ignored}, nil
 }
 
 // WorkspaceDiff is §3 workspace/diff.
@@ -48,7 +48,7 @@ func (c *conn) WorkspaceDiff(ctx context.Context, p *protocol.WorkspaceDiffParam
 	if err != nil {
 		return nil, err
 	}
-	files, err := w.Diff(ctx, p.Paths)
+	files, err := w.DiffChanges(ctx, workspace.ChangeOptions{Paths: p.Paths, Ignored: p.Ignored})
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ var projectFiles = map[string]string{
 	"gone.txt":     "to be deleted in the sandbox\n",
 }
 
-func newAttackEnv(t *testing.T) *attackEnv {
+func newAttackEnv(t testing.TB) *attackEnv {
 	t.Helper()
 	state := t.TempDir()
 	project := t.TempDir()
@@ -66,7 +66,7 @@ func newAttackEnv(t *testing.T) *attackEnv {
 }
 
 // open opens an overlay workspace over the project named name.
-func (e *attackEnv) open(t *testing.T, name string) *Workspace {
+func (e *attackEnv) open(t testing.TB, name string) *Workspace {
 	t.Helper()
 	w, err := e.m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: e.project, Name: name})
 	if err != nil {
@@ -76,7 +76,7 @@ func (e *attackEnv) open(t *testing.T, name string) *Workspace {
 }
 
 // limits resolves l against the defaults, as the daemon does.
-func limits(t *testing.T, l protocol.Limits) protocol.Limits {
+func limits(t testing.TB, l protocol.Limits) protocol.Limits {
 	t.Helper()
 	r, err := ResolveLimits(&l, DefaultLimits)
 	if err != nil {
@@ -86,7 +86,7 @@ func limits(t *testing.T, l protocol.Limits) protocol.Limits {
 }
 
 // runIn runs argv in w with limits l (resolved) and returns the result.
-func runIn(t *testing.T, w *Workspace, l protocol.Limits, argv ...string) *RunResult {
+func runIn(t testing.TB, w *Workspace, l protocol.Limits, argv ...string) *RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

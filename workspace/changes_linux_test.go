@@ -56,7 +56,7 @@ func writeTree(t testing.TB, root string, files map[string]string) {
 }
 
 // sh runs a shell script in w and fails the test if it fails.
-func sh(t *testing.T, w *Workspace, script string) string {
+func sh(t testing.TB, w *Workspace, script string) string {
 	t.Helper()
 	r := runIn(t, w, protocol.Limits{}, "sh", "-ec", script)
 	if r.Status.Code != 0 {

@@ -91,6 +91,10 @@ type Manager struct {
 	hubsMu sync.Mutex // guards hubs; held while a hub is made or dropped
 	// hubs holds each workspace's watch hub while it has watches.
 	hubs map[*Workspace]*watchHub
+	// tracked are the workspaces whose hub is kept for attribution
+	// (track_linux.go), least recently used first; at most maxTrackedHubs,
+	// as each hub is an inotify instance of the user's few.
+	tracked []*Workspace
 }
 
 // meta is a workspace's metadata on disk (meta.json), so that the same

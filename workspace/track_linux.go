@@ -3,6 +3,7 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,7 +43,49 @@ const (
 
 // trackState is a workspace's per-execution attribution.
 type trackState struct {
-	next uint64 // the next barrier's number (guarded by Manager.hubsMu)
+	// Guarded by Manager.hubsMu.
+	next   uint64 // the next barrier's number
+	warned bool   // that the workspace cannot be tracked was logged
+}
+
+// maxTrackedHubs bounds the hubs kept for attribution alone: each is an
+// inotify instance (fs.inotify.max_user_instances is 128 by default), and
+// fs/watch needs some. A workspace whose hub was let go gets a new one on
+// its next execution.
+const maxTrackedHubs = 32
+
+// keepTracked keeps h, w's hub, while it has no watch, letting the least
+// recently used tracked hub go past maxTrackedHubs (m.hubsMu held).
+func (m *Manager) keepTracked(w *Workspace, h *watchHub) {
+	h.tracked = true
+	if i := slices.Index(m.tracked, w); i >= 0 {
+		m.tracked = append(m.tracked[:i], m.tracked[i+1:]...)
+	}
+	m.tracked = append(m.tracked, w)
+	if len(m.tracked) <= maxTrackedHubs {
+		return
+	}
+	old := m.tracked[0]
+	m.tracked = m.tracked[1:]
+	oh := m.hubs[old]
+	if oh == nil {
+		return
+	}
+	oh.mu.Lock()
+	idle := len(oh.subs) == 0 && len(oh.recs) == 0 && len(oh.syncs) == 0
+	oh.mu.Unlock()
+	oh.tracked = false
+	if idle {
+		delete(m.hubs, old)
+		go oh.close() // its goroutine may wait for hubsMu
+	}
+}
+
+// untrack forgets w (closing).
+func (m *Manager) untrack(w *Workspace) {
+	if i := slices.Index(m.tracked, w); i >= 0 {
+		m.tracked = append(m.tracked[:i], m.tracked[i+1:]...)
+	}
 }
 
 // Tracker records the paths of a workspace that change from Track to End.
@@ -78,13 +121,17 @@ func (w *Workspace) Track() *Tracker {
 	if h == nil {
 		var err error
 		if h, err = newWatchHub(w); err != nil {
+			warned := w.track.warned
+			w.track.warned = true
 			w.m.hubsMu.Unlock()
-			w.m.log.Warn("the files an execution changes are not tracked", "workspace", w.id, "err", err)
+			if !warned {
+				w.m.log.Warn("the files this workspace's executions change are not tracked", "workspace", w.id, "err", err)
+			}
 			return nil
 		}
 		w.m.hubs[w] = h
 	}
-	h.tracked = true
+	w.m.keepTracked(w, h)
 	w.track.next++
 	start := "sync-" + strconv.FormatUint(w.track.next, 10)
 	w.m.hubsMu.Unlock()

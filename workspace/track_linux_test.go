@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
@@ -104,13 +106,47 @@ func TestTrackBound(t *testing.T) {
 	}
 }
 
+// TestTrackHubsBounded: the hubs kept for attribution alone are bounded
+// (each is an inotify instance); a workspace whose hub was let go is
+// tracked again with a new one, and a hub with a watch stays.
+func TestTrackHubsBounded(t *testing.T) {
+	e := newAttackEnv(t)
+	var ws []*Workspace
+	for i := 0; i < maxTrackedHubs+3; i++ {
+		w, err := e.m.Open(context.Background(), protocol.WorkspaceOpenParams{Mode: protocol.WorkspaceModeScratch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	watched, err := ws[1].Watch(WatchOptions{}, func(WatchBatch) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watched.Close()
+	for _, w := range ws {
+		w.Track().End()
+	}
+	e.m.hubsMu.Lock()
+	n, first, second := len(e.m.hubs), e.m.hubs[ws[0]], e.m.hubs[ws[1]]
+	e.m.hubsMu.Unlock()
+	if n != maxTrackedHubs+1 || first != nil || second == nil {
+		t.Fatalf("%d hubs (want %d: the bound and the watched one), the oldest kept: %v, the watched one kept: %v", n, maxTrackedHubs+1, first != nil, second != nil)
+	}
+	tr := ws[0].Track()
+	sh(t, ws[0], "echo x > again.txt")
+	if got, _ := tr.End(); trackedList(got) != "added again.txt\n" {
+		t.Fatalf("a workspace tracked again: %s", trackedList(got))
+	}
+}
+
 // TestTrackAsUnprivilegedUser re-runs the tracker tests as
 // CELLBOX_TEST_USER.
 func TestTrackAsUnprivilegedUser(t *testing.T) {
 	if sandboxtest.AsTestUser() {
 		t.Skip("this is the re-run as the unprivileged user")
 	}
-	sandboxtest.RunAsTestUser(t, "^TestTrack(Overlay|Plain|Bound)$")
+	sandboxtest.RunAsTestUser(t, "^TestTrack(Overlay|Plain|Bound|HubsBounded)$")
 }
 
 func sameLines(a, b string) bool {
@@ -129,4 +165,41 @@ func sameLines(a, b string) bool {
 		set[l]--
 	}
 	return true
+}
+
+// BenchmarkTrack is what attribution adds to an execution: Track and End
+// around nothing written, and around one file written by a program of the
+// sandbox (the spawn itself is not counted).
+func BenchmarkTrack(b *testing.B) {
+	e := newAttackEnv(b)
+	w := e.open(b, "bench")
+	sh(b, w, "true") // the sandbox runs
+	b.Run("nothing-written", func(b *testing.B) {
+		if tr := w.Track(); tr == nil {
+			b.Fatal("Track returned nil")
+		} else {
+			tr.End()
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			w.Track().End()
+		}
+	})
+	b.Run("one-file-written", func(b *testing.B) {
+		var spent time.Duration
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			tr := w.Track()
+			spent += time.Since(t0)
+			if _, err := w.FsWrite(protocol.FsWriteParams{Path: "f.txt", Content: strconv.Itoa(i)}); err != nil {
+				b.Fatal(err)
+			}
+			t0 = time.Now()
+			if got, _ := tr.End(); len(got) != 1 {
+				b.Fatalf("tracked %v", got)
+			}
+			spent += time.Since(t0)
+		}
+		b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "track-µs/op")
+	})
 }

@@ -130,6 +130,7 @@ func (w *Workspace) CloseWatches() {
 	w.m.hubsMu.Lock()
 	h := w.m.hubs[w]
 	delete(w.m.hubs, w)
+	w.m.untrack(w)
 	w.m.hubsMu.Unlock()
 	if h == nil {
 		return
