@@ -448,7 +448,7 @@ test("a cell's changed files under its output; activity with another client's ru
     assert.equal(await line.locator("a.file-link.deleted").innerText(), "README.txt");
     await line.locator("a.file-link.added").click();
     await waitFor(async () => (await page.locator(".viewer-body").innerText()).includes("+hi"), { what: "the diff of the file the cell wrote" });
-    assert.match(await page.locator(".viewer-title").innerText(), /agent_demo\.txt/);
+    assert.match(await page.locator(".viewer-title").textContent(), /agent_demo\.txt/);
     await page.click(".viewer-close");
 
     // The activity: this run, then another client's run in the same workspace (as `cellbox mcp`
