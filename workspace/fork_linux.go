@@ -110,7 +110,7 @@ func (m *Manager) Fork(ctx context.Context, id, name string) (*Workspace, error)
 		return nil, fmt.Errorf("fork workspace %s: %w", id, err)
 	}
 	var found []touched
-	bytes, err := copyUpper(ctx, src.UpperDir(), filepath.Join(tmp, "upper"), func(p string, btime int64) {
+	copied, err := copyUpper(ctx, src.UpperDir(), filepath.Join(tmp, "upper"), func(p string, btime int64) {
 		if _, ok := st.base[p]; !ok {
 			found = append(found, touched{p, btime})
 		}
@@ -134,11 +134,15 @@ func (m *Manager) Fork(ctx context.Context, id, name string) (*Workspace, error)
 			}
 		}
 	}
-	fork := m.fromMeta(md, tmp)
-	if err := fork.saveBaselines(maps.Clone(st.base)); err != nil {
+	// The fork as it will be, but in tmp: its baselines go there.
+	if err := m.fromMeta(md, tmp).saveBaselines(maps.Clone(st.base)); err != nil {
 		return nil, fmt.Errorf("fork workspace %s: %w", id, err)
 	}
 	if err := writeMeta(tmp, md); err != nil {
+		return nil, fmt.Errorf("fork workspace %s: %w", id, err)
+	}
+	// Durable before it is in place: a crash leaves the whole fork or none.
+	if err := syncFS(tmp); err != nil {
 		return nil, fmt.Errorf("fork workspace %s: %w", id, err)
 	}
 	dir := filepath.Join(m.dir, fid)
@@ -147,13 +151,13 @@ func (m *Manager) Fork(ctx context.Context, id, name string) (*Workspace, error)
 	}
 	built = true
 	if err := syncDir(m.dir); err != nil {
-		return nil, err
+		m.log.Warn("fork in place, but its directory entry may not be durable", "workspace", fid, "err", err)
 	}
-	fork = m.fromMeta(md, dir)
+	fork := m.fromMeta(md, dir)
 	m.mu.Lock()
 	m.open[fid] = fork
 	m.mu.Unlock()
-	m.log.Info("workspace forked", "workspace", fid, "from", id, "name", fname, "bytes", bytes,
+	m.log.Info("workspace forked", "workspace", fid, "from", id, "name", fname, "bytes", copied,
 		"duration_ms", time.Since(start).Milliseconds())
 	return fork, nil
 }
