@@ -51,6 +51,9 @@ type fileState struct {
 	// Guarded by sem:
 	owner *Workspace          // the open Workspace the baselines were loaded for
 	base  map[string]baseline // loaded on first use
+	// newest is the newest checkpoint's shareable entries, kept by the
+	// checkpoint that took it (checkpoint_linux.go); nil: read them.
+	newest *sharedFrom
 }
 
 // fileState is the workspace's fileState, kept by its Manager and made on

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -313,31 +314,45 @@ const syncEach = 64
 
 // sharedFrom is the newest checkpoint, whose files a new one may share.
 type sharedFrom struct {
-	dir     string
+	id, dir string
 	entries map[string]*checkpointEntry // by path, those with an identity
 }
 
-// newestShared reads the newest checkpoint's entries that have an
-// identity (none: nil, and nothing is shared).
+// newSharedFrom keeps the entries of checkpoint id (in dir) that have an
+// identity, copied (without their baselines).
+func newSharedFrom(id, dir string, entries []checkpointEntry) *sharedFrom {
+	sf := &sharedFrom{id: id, dir: dir, entries: make(map[string]*checkpointEntry, len(entries))}
+	for _, e := range entries {
+		if e.Upper != nil && e.Kind != protocol.ChangeKindDeleted {
+			e.Baseline = nil
+			sf.entries[e.Path] = &e
+		}
+	}
+	return sf
+}
+
+// newestShared is the newest checkpoint's entries that have an identity
+// (none: nil, and nothing is shared): those the last checkpoint taken
+// left in memory when it is still the newest, else read from its
+// manifest. The caller holds the file-operation lock.
 func (w *Workspace) newestShared() *sharedFrom {
 	cps, err := w.listCheckpoints()
 	if err != nil || len(cps) == 0 {
 		return nil
 	}
 	id := cps[len(cps)-1].CheckpointID
+	st := w.fileState()
+	if st.newest != nil && st.newest.id == id {
+		return st.newest
+	}
 	dir := filepath.Join(w.checkpointsDir(), id)
 	man, err := w.readManifest(id, dir)
 	if err != nil {
 		w.m.log.Warn("checkpoint without sharing: the newest checkpoint cannot be read", "workspace", w.id, "err", err)
 		return nil
 	}
-	sf := &sharedFrom{dir: dir, entries: make(map[string]*checkpointEntry, len(man.Entries))}
-	for i := range man.Entries {
-		if e := &man.Entries[i]; e.Upper != nil && e.Kind != protocol.ChangeKindDeleted {
-			sf.entries[e.Path] = e
-		}
-	}
-	return sf
+	st.newest = newSharedFrom(id, dir, man.Entries)
+	return st.newest
 }
 
 // share makes e (the change c, at files/N of tmp) the newest checkpoint's
@@ -444,6 +459,7 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, us *upperSt
 	if man.Entries == nil {
 		man.Entries = []checkpointEntry{}
 	}
+	newest := newSharedFrom(cp.CheckpointID, filepath.Join(root, cp.CheckpointID), man.Entries)
 	man.names(wireName)
 	files := []struct {
 		name string
@@ -456,11 +472,7 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, us *upperSt
 		}{"fingerprint", us.sum})
 	}
 	for _, f := range files {
-		b, err := json.Marshal(f.v)
-		if err != nil {
-			return protocol.Checkpoint{}, err
-		}
-		if err := writeSynced(filepath.Join(tmp, f.name), b); err != nil {
+		if err := writeJSONSynced(filepath.Join(tmp, f.name), f.v); err != nil {
 			return protocol.Checkpoint{}, fmt.Errorf("checkpoint %s of workspace %s: %w", cp.CheckpointID, w.id, err)
 		}
 	}
@@ -478,6 +490,7 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, us *upperSt
 		return protocol.Checkpoint{}, fmt.Errorf("checkpoint %s of workspace %s: %w", cp.CheckpointID, w.id, err)
 	}
 	ok = true
+	st.newest = newest
 	if err := syncDir(root); err != nil {
 		return protocol.Checkpoint{}, err
 	}
@@ -544,12 +557,18 @@ func syncFS(dir string) error {
 	return nil
 }
 
-func writeSynced(p string, b []byte) error {
+// writeJSONSynced writes v as JSON to a new file p, streamed (a manifest
+// of 100,000 entries is tens of MB), and fsyncs it.
+func writeJSONSynced(p string, v any) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
+	bw := bufio.NewWriterSize(f, 256<<10)
+	err = json.NewEncoder(bw).Encode(v)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err == nil {
 		err = f.Sync()
 	}
