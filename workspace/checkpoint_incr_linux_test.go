@@ -136,11 +136,22 @@ echo hard > h1 && ln h1 h2`)
 	}
 	state2 := viewState(t, w)
 
-	// A rename over a file (a new inode), a chmod, a new file: each copied.
+	// A rename over a file (a new inode), a chmod, a new file: each copied,
+	// the rest shared by what the manifest records (as after a restart,
+	// with nothing kept in memory).
+	st, unlock, err := w.lockFiles(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.newest = nil
+	unlock()
 	sh(t, w, "echo new > many/tmp && mv many/tmp many/f7; chmod 600 many/f8; echo added > added.txt")
 	cp3 := mustCheckpoint(t, w, "three")
 	if cp3.Copied != 3 {
 		t.Fatalf("third checkpoint copied %d, want 3 (a rename over, a chmod, a new file)", cp3.Copied)
+	}
+	if a, b := inode(t, cpFile(t, w, cp2.CheckpointID, "many/f5")), inode(t, cpFile(t, w, cp3.CheckpointID, "many/f5")); a != b {
+		t.Fatalf("many/f5 is unchanged, but its stored files are inodes %d and %d", a, b)
 	}
 
 	// The older one restored, after the newer one and the one whose files
