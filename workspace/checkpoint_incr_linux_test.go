@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -477,4 +478,41 @@ func TestForkAsUnprivilegedUser(t *testing.T) {
 		t.Skip("this is the re-run as the unprivileged user")
 	}
 	sandboxtest.RunAsTestUser(t, "^TestFork(CopiesChanges|Errors)$")
+}
+
+// TestForkCopyData: a fork's file copy gives the same bytes by each way
+// it has: a clone where the filesystem shares blocks, copy_file_range,
+// and read and write where neither is possible.
+func TestForkCopyData(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	data := make([]byte, 3<<20+17)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []treeCopy{{}, {noClone: true}, {noClone: true, noRange: true}} {
+		t.Run(fmt.Sprintf("noClone=%v,noRange=%v", c.noClone, c.noRange), func(t *testing.T) {
+			in, err := os.Open(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			dst := filepath.Join(dir, fmt.Sprint("dst-", c.noClone, c.noRange))
+			out, err := os.Create(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			n, err := c.copyData(int(in.Fd()), int(out.Fd()), int64(len(data)))
+			if err != nil || n != int64(len(data)) {
+				t.Fatalf("copied %d bytes, %v; want %d", n, err, len(data))
+			}
+			if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+				t.Fatalf("the copy differs (%d bytes)", len(got))
+			}
+		})
+	}
 }
