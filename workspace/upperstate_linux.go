@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -275,19 +274,19 @@ func (w *Workspace) settle(ctx context.Context, us *upperState) error {
 }
 
 // fsClock is the ctime a change made now gets on the filesystem of the
-// workspace's state (that of its upper layer): the ctime of a probe file
-// just changed.
+// workspace's state (that of its upper layer): the ctime of the
+// checkpoints directory, just changed by a chmod to its own mode (a chmod
+// always changes the ctime).
 func (w *Workspace) fsClock() (int64, error) {
 	if err := os.MkdirAll(w.checkpointsDir(), 0o700); err != nil {
 		return 0, err
 	}
-	fd, err := unix.Open(filepath.Join(w.checkpointsDir(), ".clock"), unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Open(w.checkpointsDir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Close(fd)
-	// chmod always changes the ctime, to the same mode too.
-	if err := unix.Fchmod(fd, 0o600); err != nil {
+	if err := unix.Fchmod(fd, 0o700); err != nil {
 		return 0, err
 	}
 	var st unix.Stat_t
