@@ -91,13 +91,15 @@ H.main(function()
     vim.cmd("CellboxUndo")
     H.check(answers[#answers]:find("before execution 1 (python)", 1, true) and answers[#answers]:find("not rolled back", 1, true), answers[#answers])
     H.eq(2, #cb.changes(false))
-    -- Confirmed: the files are as before execution 1.
+    -- Confirmed: the files are as before execution 1 (cb.changes replaced the quickfix list).
+    vim.cmd("CellboxExecutions")
+    api.nvim_win_set_cursor(0, { 2, 0 })
     answers.yes = true
     vim.cmd("CellboxUndo")
     H.eq(0, #cb.changes(false))
     H.check(messages[#messages]:find("not rolled back", 1, true), messages[#messages])
     -- By number: nothing to undo for an unknown one.
-    vim.cmd("CellboxUndo 99")
+    pcall(vim.cmd, "CellboxUndo 99") -- an error message
     H.check(messages[#messages]:find("no execution 99", 1, true), messages[#messages])
   end)
 
