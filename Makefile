@@ -68,7 +68,7 @@ bench:
 	bash bench/watch.sh
 	bash bench/kernel.sh
 	bash bench/soak.sh
-	CGO_ENABLED=0 $(GO) test ./workspace/ -run '^$$' -bench BenchmarkCheckpoint -benchtime 1x
+	bash bench/agents.sh
 
 generate:
 	$(GO) generate ./...
