@@ -68,6 +68,7 @@ bench:
 	bash bench/watch.sh
 	bash bench/kernel.sh
 	bash bench/soak.sh
+	bash bench/agents.sh
 
 generate:
 	$(GO) generate ./...

@@ -35,11 +35,11 @@ func (c *conn) WorkspaceChanges(ctx context.Context, p *protocol.WorkspaceChange
 	if err != nil {
 		return nil, err
 	}
-	cs, err := w.Changes(ctx)
+	cs, ignored, err := w.ListChanges(ctx, workspace.ChangeOptions{Ignored: p.Ignored})
 	if err != nil {
 		return nil, err
 	}
-	return &protocol.WorkspaceChangesResult{Changes: cs}, nil
+	return &protocol.WorkspaceChangesResult{Changes: cs, Ignored: ignored}, nil
 }
 
 // WorkspaceDiff is §3 workspace/diff.
@@ -48,7 +48,7 @@ func (c *conn) WorkspaceDiff(ctx context.Context, p *protocol.WorkspaceDiffParam
 	if err != nil {
 		return nil, err
 	}
-	files, err := w.Diff(ctx, p.Paths)
+	files, err := w.DiffChanges(ctx, workspace.ChangeOptions{Paths: p.Paths, Ignored: p.Ignored})
 	if err != nil {
 		return nil, err
 	}
@@ -89,14 +89,20 @@ func (c *conn) WorkspaceDiscard(ctx context.Context, p *protocol.WorkspaceDiscar
 }
 
 // WorkspaceCheckpoint is §3 workspace/checkpoint, with $/progress under
-// workDoneToken.
+// workDoneToken; with auto, an automatic checkpoint (§10), taken only when
+// the workspace changed since the newest checkpoint.
 func (c *conn) WorkspaceCheckpoint(ctx context.Context, p *protocol.WorkspaceCheckpointParams) (*protocol.Checkpoint, error) {
 	w, err := c.overlayWorkspace(protocol.MethodWorkspaceCheckpoint, p.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
 	pr := c.startProgress(p.WorkDoneToken, "Checkpointing "+p.WorkspaceID)
-	cp, err := w.Checkpoint(ctx, p.Name, fileProgress(pr, "saved"))
+	var cp protocol.Checkpoint
+	if p.Auto {
+		cp, err = w.AutoCheckpoint(ctx, p.Name)
+	} else {
+		cp, err = w.Checkpoint(ctx, p.Name, fileProgress(pr, "saved"))
+	}
 	if err != nil {
 		pr.End("failed")
 		return nil, err

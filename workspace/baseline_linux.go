@@ -51,6 +51,9 @@ type fileState struct {
 	// Guarded by sem:
 	owner *Workspace          // the open Workspace the baselines were loaded for
 	base  map[string]baseline // loaded on first use
+	// newest is the newest checkpoint's shareable entries, kept by the
+	// checkpoint that took it (checkpoint_linux.go); nil: read them.
+	newest *sharedFrom
 }
 
 // fileState is the workspace's fileState, kept by its Manager and made on
@@ -136,10 +139,6 @@ func (w *Workspace) noteTouched(since int64) int64 {
 	// Birth times come from a coarse clock: a margin keeps an entry made
 	// during this walk for the next one.
 	next := time.Now().UnixNano() - int64(100*time.Millisecond)
-	type touched struct {
-		p     string
-		btime int64
-	}
 	var found []touched
 	err := walkTouched(w.UpperDir(), since, func(p string, btime int64) {
 		if _, ok := st.base[p]; !ok {
@@ -157,11 +156,29 @@ func (w *Workspace) noteTouched(since int64) int64 {
 		return since
 	}
 	defer unix.Close(proj)
+	dirty := noteBaselines(st.base, proj, found)
+	if dirty && w.saveBaselines(st.base) != nil {
+		return since
+	}
+	return next
+}
+
+// touched is an upper-layer entry and its birth time (ns; 0: unknown).
+type touched struct {
+	p     string
+	btime int64
+}
+
+// noteBaselines records in base the baseline of each path of found (none
+// of which has one) as the project proj holds it now, or stale when the
+// project's file changed after the entry's birth. It says whether base
+// changed.
+func noteBaselines(base map[string]baseline, proj int, found []touched) bool {
 	dirty := false
 	for _, t := range found {
 		dir, name, err := openParent(proj, t.p)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			st.base[t.p], dirty = baseline{}, true // the project has no file there
+			base[t.p], dirty = baseline{}, true // the project has no file there
 			continue
 		}
 		if err != nil {
@@ -170,21 +187,18 @@ func (w *Workspace) noteTouched(since int64) int64 {
 		var pst unix.Stat_t
 		switch err := unix.Fstatat(dir, name, &pst, unix.AT_SYMLINK_NOFOLLOW); {
 		case errors.Is(err, unix.ENOENT):
-			st.base[t.p], dirty = baseline{}, true
+			base[t.p], dirty = baseline{}, true
 		case err != nil, pst.Mode&unix.S_IFMT == unix.S_IFDIR:
 		case t.btime > 0 && pst.Ctim.Nano() > t.btime:
-			st.base[t.p], dirty = baseline{Stale: true}, true
+			base[t.p], dirty = baseline{Stale: true}, true
 		default:
 			if b, err := projectBaseline(dir, name, &pst); err == nil {
-				st.base[t.p], dirty = b, true
+				base[t.p], dirty = b, true
 			}
 		}
 		unix.Close(dir)
 	}
-	if dirty && w.saveBaselines(st.base) != nil {
-		return since
-	}
-	return next
+	return dirty
 }
 
 // walkTouched calls fn with the path and birth time of every file,

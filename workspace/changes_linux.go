@@ -30,7 +30,8 @@ import (
 //     modified when the project's differs in type, permission bits, content
 //     or link target; one equal to the project's (a copy-up by chmod and
 //     back, a rewrite with the same bytes) is not a change;
-//   - a rename is a whiteout plus a new file: delete + add;
+//   - a rename is a whiteout plus a new file: delete + add (ListChanges
+//     pairs them, review_linux.go);
 //   - directories are not changes of their own (an empty new directory is
 //     not reported nor committed, as in git); FIFOs, sockets and devices
 //     the code made are not reported;
@@ -68,16 +69,10 @@ func (c *change) protocol() protocol.Change {
 }
 
 // Changes lists the workspace's changes (PROTOCOL.md §3 workspace/changes),
-// sorted by path.
+// sorted by path, as ListChanges does with no options: renames paired,
+// ignored paths left out.
 func (w *Workspace) Changes(ctx context.Context) ([]protocol.Change, error) {
-	var out []protocol.Change
-	err := w.withChanges(ctx, nil, nil, func(cs changeSet) error {
-		out = make([]protocol.Change, len(cs.sel))
-		for i := range cs.sel {
-			out[i] = cs.sel[i].protocol()
-		}
-		return nil
-	})
+	out, _, err := w.ListChanges(ctx, ChangeOptions{})
 	return out, err
 }
 

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,28 +25,45 @@ import (
 // on disk under the workspace's state dir (ARCHITECTURE.md constraint 7):
 //
 //	checkpoints/cp-<16 hex>/
-//	    info.json      the protocol's Checkpoint (id, name, createdAt, files, bytes)
+//	    info.json      the protocol's Checkpoint (id, name, createdAt, files,
+//	                   bytes, auto, copied)
 //	    manifest.json  every change: path, kind, type, mode, mtime, symlink
-//	                   target, and the baseline the workspace had of it
+//	                   target, the stat identity of its upper-layer entry,
+//	                   and the baseline the workspace had of it
 //	    files/N        the content of entry N (added and modified files)
+//	    fingerprint    the upper layer's sum when it was taken (upperState)
 //
-// A checkpoint is built in checkpoints/.tmp-<id>, every file fsynced, and
-// renamed into place, so a crash leaves either the whole checkpoint or a
-// .tmp- directory that the next checkpoint operation removes. Deleting
-// renames to .del-<id> first. At most MaxCheckpoints are kept; taking one
-// over the bound removes the oldest.
+// Checkpoints are incremental: a change whose upper-layer entry has the
+// stat identity (upperstate_linux.go) that the same path has in the newest
+// checkpoint is not read again: its files/N is a hard link to that
+// checkpoint's. A checkpoint's files are never written once it exists, so
+// sharing them is safe, and deleting one checkpoint leaves the others'
+// links whole. (Upper-layer files are never linked: overlayfs writes them
+// in place.)
+//
+// A checkpoint is built in checkpoints/.tmp-<id>, its files fsynced (one
+// syncfs when it copies many), and renamed into place, so a crash leaves
+// either the whole checkpoint or a .tmp- directory that the next
+// checkpoint operation removes. Deleting renames to .del-<id> first. At
+// most MaxCheckpoints are kept, and MaxAutoCheckpoints automatic ones (a
+// ring of their own, see AutoCheckpoint); taking one over its bound
+// removes the oldest of its kind.
 
 // checkpointEntry is one change a checkpoint holds.
 type checkpointEntry struct {
-	Path     string              `json:"path"`
-	Kind     protocol.ChangeKind `json:"kind"`
-	Symlink  bool                `json:"symlink,omitempty"`
-	Link     string              `json:"link,omitempty"`
-	Mode     uint32              `json:"mode,omitempty"` // permission bits
-	Size     int64               `json:"size,omitempty"`
-	MtimeNs  int64               `json:"mtimeNs,omitempty"`
-	File     string              `json:"file,omitempty"` // under files/
-	Baseline *baseline           `json:"baseline,omitempty"`
+	Path    string              `json:"path"`
+	Kind    protocol.ChangeKind `json:"kind"`
+	Symlink bool                `json:"symlink,omitempty"`
+	Link    string              `json:"link,omitempty"`
+	Mode    uint32              `json:"mode,omitempty"` // permission bits
+	Size    int64               `json:"size,omitempty"`
+	MtimeNs int64               `json:"mtimeNs,omitempty"`
+	File    string              `json:"file,omitempty"` // under files/
+	// Upper is the stat identity of the upper-layer entry whose content
+	// this is, nil when it was not settled (upperState): the next
+	// checkpoint shares the content while the entry keeps it.
+	Upper    *statID   `json:"upper,omitempty"`
+	Baseline *baseline `json:"baseline,omitempty"`
 }
 
 type checkpointManifest struct {
@@ -76,21 +94,45 @@ func (w *Workspace) maxCheckpoints() int {
 	return DefaultMaxCheckpoints
 }
 
+func (w *Workspace) maxAutoCheckpoints() int {
+	if n := w.m.opts.MaxAutoCheckpoints; n > 0 {
+		return n
+	}
+	return DefaultMaxAutoCheckpoints
+}
+
 // Checkpoint is PROTOCOL.md §3 workspace/checkpoint: it saves the
 // workspace's changes as they are now (read through the live mount).
 // progress (may be nil) is called after each file.
 func (w *Workspace) Checkpoint(ctx context.Context, name string, progress func(done, total int)) (protocol.Checkpoint, error) {
-	var cp protocol.Checkpoint
-	err := w.withChanges(ctx, nil, nil, func(cs changeSet) (err error) {
-		if cp, err = w.saveCheckpoint(ctx, cs.sel, name, progress); err != nil {
-			return err
-		}
-		w.pruneCheckpoints()
-		return nil
-	})
+	_, unlock, err := w.lockFiles(ctx)
 	if err != nil {
 		return protocol.Checkpoint{}, err
 	}
+	defer unlock()
+	us, err := w.upperStateOrNil(ctx)
+	if err != nil {
+		return protocol.Checkpoint{}, err
+	}
+	return w.checkpointLocked(ctx, us, name, false, progress)
+}
+
+// checkpointLocked takes a checkpoint of every change and prunes those
+// over the bounds; us is the upper layer as it was read before (nil: not
+// read). The caller holds the file-operation lock.
+func (w *Workspace) checkpointLocked(ctx context.Context, us *upperState, name string, auto bool, progress func(done, total int)) (protocol.Checkpoint, error) {
+	if err := w.settle(ctx, us); err != nil {
+		return protocol.Checkpoint{}, err
+	}
+	all, err := w.scan(ctx)
+	if err != nil {
+		return protocol.Checkpoint{}, err
+	}
+	cp, err := w.saveCheckpoint(ctx, all, us, name, auto, progress)
+	if err != nil {
+		return protocol.Checkpoint{}, err
+	}
+	w.pruneCheckpoints()
 	return cp, nil
 }
 
@@ -135,20 +177,22 @@ func (w *Workspace) Restore(ctx context.Context, id string, progress func(done, 
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	man, err := w.readManifest(id, dir)
 	if err != nil {
-		return fmt.Errorf("read checkpoint %s of workspace %s: %w", id, w.id, err)
+		return err
 	}
-	var man checkpointManifest
-	if err := json.Unmarshal(b, &man); err != nil {
-		return fmt.Errorf("read checkpoint %s of workspace %s: %w", id, w.id, err)
+	us, err := w.upperStateOrNil(ctx)
+	if err != nil {
+		return err
 	}
-	man.names(fromWire)
+	if err := w.settle(ctx, us); err != nil {
+		return err
+	}
 	all, err := w.scan(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := w.saveCheckpoint(ctx, all, "before-restore", nil); err != nil {
+	if _, err := w.saveCheckpoint(ctx, all, us, "before-restore", false, nil); err != nil {
 		return fmt.Errorf("%w: restore of workspace %s refused: the current changes could not be kept as checkpoint before-restore: %v", ErrConflict, w.id, err)
 	}
 	proj, err := w.openProject()
@@ -249,9 +293,96 @@ func (w *Workspace) restoreEntry(dir string, e *checkpointEntry, proj int) error
 	return w.viewPut(e.Path, put, proj)
 }
 
+// readManifest reads the manifest of checkpoint id, in directory dir.
+func (w *Workspace) readManifest(id, dir string) (checkpointManifest, error) {
+	var man checkpointManifest
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return man, fmt.Errorf("read checkpoint %s of workspace %s: %w", id, w.id, err)
+	}
+	if err := json.Unmarshal(b, &man); err != nil {
+		return man, fmt.Errorf("read checkpoint %s of workspace %s: %w", id, w.id, err)
+	}
+	man.names(fromWire)
+	return man, nil
+}
+
+// syncEach is how many copied files a checkpoint fsyncs one by one; past
+// it, one syncfs of the state's filesystem makes the rest durable (10,000
+// fsyncs cost seconds, one syncfs a flush).
+const syncEach = 64
+
+// sharedFrom is the newest checkpoint, whose files a new one may share.
+type sharedFrom struct {
+	id, dir string
+	entries map[string]*checkpointEntry // by path, those with an identity
+}
+
+// newSharedFrom keeps the entries of checkpoint id (in dir) that have an
+// identity, copied (without their baselines).
+func newSharedFrom(id, dir string, entries []checkpointEntry) *sharedFrom {
+	sf := &sharedFrom{id: id, dir: dir, entries: make(map[string]*checkpointEntry, len(entries))}
+	for _, e := range entries {
+		if e.Upper != nil && e.Kind != protocol.ChangeKindDeleted {
+			e.Baseline = nil
+			sf.entries[e.Path] = &e
+		}
+	}
+	return sf
+}
+
+// newestShared is the newest checkpoint's entries that have an identity
+// (none: nil, and nothing is shared): those the last checkpoint taken
+// left in memory when it is still the newest, else read from its
+// manifest. The caller holds the file-operation lock.
+func (w *Workspace) newestShared() *sharedFrom {
+	cps, err := w.listCheckpoints()
+	if err != nil || len(cps) == 0 {
+		return nil
+	}
+	id := cps[len(cps)-1].CheckpointID
+	st := w.fileState()
+	if st.newest != nil && st.newest.id == id {
+		return st.newest
+	}
+	dir := filepath.Join(w.checkpointsDir(), id)
+	man, err := w.readManifest(id, dir)
+	if err != nil {
+		w.m.log.Warn("checkpoint without sharing: the newest checkpoint cannot be read", "workspace", w.id, "err", err)
+		return nil
+	}
+	st.newest = newSharedFrom(id, dir, man.Entries)
+	return st.newest
+}
+
+// share makes e (the change c, at files/N of tmp) the newest checkpoint's
+// entry of the same path, when the upper layer's entry there still has
+// the identity that one recorded: a hard link to its file, or its link
+// target. It says whether it did.
+func (sf *sharedFrom) share(c *change, id statID, e *checkpointEntry, tmp string) bool {
+	if sf == nil {
+		return false
+	}
+	old := sf.entries[c.path]
+	if old == nil || *old.Upper != id || old.Symlink != (c.typ == unix.S_IFLNK) {
+		return false
+	}
+	if !old.Symlink {
+		if old.File == "" || os.Link(filepath.Join(sf.dir, "files", old.File), filepath.Join(tmp, "files", e.File)) != nil {
+			return false // too many links, say: copied instead
+		}
+	} else {
+		e.File = ""
+	}
+	e.Symlink, e.Link, e.Mode, e.Size, e.MtimeNs = old.Symlink, old.Link, old.Mode, old.Size, old.MtimeNs
+	e.Upper = &id
+	return true
+}
+
 // saveCheckpoint writes the changes cs (as the view holds them now) as a
-// new checkpoint.
-func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, name string, progress func(done, total int)) (protocol.Checkpoint, error) {
+// new checkpoint; us is the upper layer as read before cs was (nil: not
+// read, so nothing is shared and the checkpoint has no fingerprint).
+func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, us *upperState, name string, auto bool, progress func(done, total int)) (protocol.Checkpoint, error) {
 	st := w.fileState()
 	root := w.checkpointsDir()
 	if err := os.MkdirAll(root, 0o700); err != nil {
@@ -261,9 +392,12 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, name string
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	now := time.Now().UTC()
-	cp := protocol.Checkpoint{CheckpointID: "cp-" + hex.EncodeToString(b), Name: name, CreatedAt: now}
+	cp := protocol.Checkpoint{CheckpointID: "cp-" + hex.EncodeToString(b), Name: name, CreatedAt: now, Auto: auto}
 	if cp.Name == "" {
 		cp.Name = "checkpoint " + now.Format("2006-01-02 15:04:05")
+		if auto {
+			cp.Name = "automatic " + now.Format("2006-01-02 15:04:05")
+		}
 	}
 	tmp := filepath.Join(root, ".tmp-"+cp.CheckpointID)
 	if err := os.MkdirAll(filepath.Join(tmp, "files"), 0o700); err != nil {
@@ -280,8 +414,13 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, name string
 		return protocol.Checkpoint{}, err
 	}
 	defer unix.Close(view)
+	var shared *sharedFrom
+	if us != nil && len(us.ids) > 0 {
+		shared = w.newestShared()
+	}
 	var man checkpointManifest
-	for i, c := range cs {
+	for i := range cs {
+		c := &cs[i]
 		if err := ctx.Err(); err != nil {
 			return protocol.Checkpoint{}, err
 		}
@@ -291,14 +430,25 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, name string
 		}
 		if c.kind != protocol.ChangeKindDeleted {
 			e.File = strconv.Itoa(i)
-			n, err := copyFromView(view, c.path, filepath.Join(tmp, "files", e.File), &e)
-			if errors.Is(err, unix.ENOENT) {
-				continue // removed by code in the sandbox since the scan
+			var id statID
+			var known bool
+			if us != nil {
+				id, known = us.ids[c.path]
 			}
-			if err != nil {
-				return protocol.Checkpoint{}, fmt.Errorf("checkpoint %s of workspace %s: copy %s: %w", cp.CheckpointID, w.id, c.path, err)
+			if !known || !shared.share(c, id, &e, tmp) {
+				err := copyFromView(view, c.path, filepath.Join(tmp, "files", e.File), &e, cp.Copied < syncEach)
+				if errors.Is(err, unix.ENOENT) {
+					continue // removed by code in the sandbox since the scan
+				}
+				if err != nil {
+					return protocol.Checkpoint{}, fmt.Errorf("checkpoint %s of workspace %s: copy %s: %w", cp.CheckpointID, w.id, c.path, err)
+				}
+				if known {
+					e.Upper = &id
+				}
+				cp.Copied++
 			}
-			cp.Bytes += n
+			cp.Bytes += e.Size
 		}
 		cp.Files++
 		man.Entries = append(man.Entries, e)
@@ -309,16 +459,25 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, name string
 	if man.Entries == nil {
 		man.Entries = []checkpointEntry{}
 	}
+	newest := newSharedFrom(cp.CheckpointID, filepath.Join(root, cp.CheckpointID), man.Entries)
 	man.names(wireName)
-	for _, f := range []struct {
+	files := []struct {
 		name string
 		v    any
-	}{{"manifest.json", man}, {"info.json", cp}} {
-		b, err := json.Marshal(f.v)
-		if err != nil {
-			return protocol.Checkpoint{}, err
+	}{{"manifest.json", man}, {"info.json", cp}}
+	if us != nil && us.sum != "" {
+		files = append(files, struct {
+			name string
+			v    any
+		}{"fingerprint", us.sum})
+	}
+	for _, f := range files {
+		if err := writeJSONSynced(filepath.Join(tmp, f.name), f.v); err != nil {
+			return protocol.Checkpoint{}, fmt.Errorf("checkpoint %s of workspace %s: %w", cp.CheckpointID, w.id, err)
 		}
-		if err := writeSynced(filepath.Join(tmp, f.name), b); err != nil {
+	}
+	if cp.Copied > syncEach {
+		if err := syncFS(tmp); err != nil {
 			return protocol.Checkpoint{}, fmt.Errorf("checkpoint %s of workspace %s: %w", cp.CheckpointID, w.id, err)
 		}
 	}
@@ -331,64 +490,85 @@ func (w *Workspace) saveCheckpoint(ctx context.Context, cs []change, name string
 		return protocol.Checkpoint{}, fmt.Errorf("checkpoint %s of workspace %s: %w", cp.CheckpointID, w.id, err)
 	}
 	ok = true
+	st.newest = newest
 	if err := syncDir(root); err != nil {
 		return protocol.Checkpoint{}, err
 	}
-	w.m.log.Info("checkpoint taken", "workspace", w.id, "checkpoint", cp.CheckpointID, "name", cp.Name, "files", cp.Files, "bytes", cp.Bytes)
+	w.m.log.Info("checkpoint taken", "workspace", w.id, "checkpoint", cp.CheckpointID, "name", cp.Name, "auto", auto,
+		"files", cp.Files, "copied", cp.Copied, "bytes", cp.Bytes)
 	return cp, nil
 }
 
 // copyFromView copies the view's file or symlink rel to dst (a symlink: only
-// its target, into e), filling e's type, mode, size and mtime.
-func copyFromView(view int, rel, dst string, e *checkpointEntry) (int64, error) {
+// its target, into e), filling e's type, mode, size and mtime; sync: fsync
+// the copy.
+func copyFromView(view int, rel, dst string, e *checkpointEntry, sync bool) error {
 	dir, name, err := openParent(view, rel)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer unix.Close(dir)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return 0, err
+		return err
 	}
 	e.Mode, e.MtimeNs = st.Mode&0o7777, st.Mtim.Nano()
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
 		l, err := readlinkAt(dir, name)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		e.Symlink, e.Link, e.File, e.Size = true, l, "", int64(len(l))
-		return e.Size, nil
+		return nil
 	case unix.S_IFREG:
 	default:
-		return 0, unix.ENOENT // no longer a file: as if removed
+		return unix.ENOENT // no longer a file: as if removed
 	}
 	src, err := openFileAt(dir, name)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer src.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	n, err := io.Copy(out, src)
-	if err == nil {
+	e.Size, err = io.Copy(out, src)
+	if err == nil && sync {
 		err = out.Sync()
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	e.Size = n
-	return n, err
+	return err
 }
 
-func writeSynced(p string, b []byte) error {
+// syncFS makes everything written to the filesystem of dir durable.
+func syncFS(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		return fmt.Errorf("syncfs %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeJSONSynced writes v as JSON to a new file p, streamed (a manifest
+// of 100,000 entries is tens of MB), and fsyncs it.
+func writeJSONSynced(p string, v any) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
+	bw := bufio.NewWriterSize(f, 256<<10)
+	err = json.NewEncoder(bw).Encode(v)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -464,19 +644,32 @@ func (w *Workspace) removeCheckpoint(id string) error {
 	return nil
 }
 
-// pruneCheckpoints removes the oldest checkpoints over the bound.
+// pruneCheckpoints removes the oldest checkpoints over the bounds: user
+// checkpoints over MaxCheckpoints, automatic ones over MaxAutoCheckpoints.
 func (w *Workspace) pruneCheckpoints() {
 	cps, err := w.listCheckpoints()
 	if err != nil {
 		return
 	}
-	for i := 0; i < len(cps)-w.maxCheckpoints(); i++ {
-		if err := w.removeCheckpoint(cps[i].CheckpointID); err != nil {
-			w.m.log.Warn("cannot remove a checkpoint over the bound", "workspace", w.id, "err", err)
-			continue
+	var user, auto []protocol.Checkpoint
+	for _, cp := range cps {
+		if cp.Auto {
+			auto = append(auto, cp)
+		} else {
+			user = append(user, cp)
 		}
-		w.m.log.Info("oldest checkpoint removed (over --max-checkpoints)", "workspace", w.id, "checkpoint", cps[i].CheckpointID, "max", w.maxCheckpoints())
 	}
+	prune := func(cps []protocol.Checkpoint, max int, why string) {
+		for i := 0; i < len(cps)-max; i++ {
+			if err := w.removeCheckpoint(cps[i].CheckpointID); err != nil {
+				w.m.log.Warn("cannot remove a checkpoint over the bound", "workspace", w.id, "err", err)
+				continue
+			}
+			w.m.log.Info("oldest checkpoint removed ("+why+")", "workspace", w.id, "checkpoint", cps[i].CheckpointID, "max", max)
+		}
+	}
+	prune(user, w.maxCheckpoints(), "over --max-checkpoints")
+	prune(auto, w.maxAutoCheckpoints(), "over the automatic checkpoints kept")
 }
 
 // cleanCheckpointTemps removes what a killed checkpoint or delete left.

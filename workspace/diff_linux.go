@@ -14,13 +14,9 @@ import (
 // Diff is PROTOCOL.md §3 workspace/diff: the unified diff of each change
 // (or of those at or below paths), the project's file against the
 // workspace's as the live mount shows it. See diff.go for the limits.
+// Ignored paths are left out (DiffChanges).
 func (w *Workspace) Diff(ctx context.Context, paths []string) ([]protocol.FileDiff, error) {
-	var out []protocol.FileDiff
-	err := w.withChanges(ctx, paths, nil, func(cs changeSet) (err error) {
-		out, err = w.diff(ctx, cs.sel)
-		return err
-	})
-	return out, err
+	return w.DiffChanges(ctx, ChangeOptions{Paths: paths})
 }
 
 // diff is Diff of the changes sel; the caller holds the lock.
@@ -80,7 +76,11 @@ func (s diffSide) binary() bool {
 
 // readSide reads rel below root (the view or the project) for a diff,
 // following no symlink: a symlink's text is its target.
-func readSide(root int, rel string) (diffSide, error) {
+func readSide(root int, rel string) (diffSide, error) { return readSideMax(root, rel, maxDiffInput) }
+
+// readSideMax is readSide with the content read when the file holds at
+// most limit bytes.
+func readSideMax(root int, rel string, limit int64) (diffSide, error) {
 	dir, name, err := openParent(root, rel)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -105,7 +105,7 @@ func readSide(root int, rel string) (diffSide, error) {
 		}
 		s.text = []byte(l)
 	case unix.S_IFREG:
-		if st.Size > maxDiffInput {
+		if st.Size > limit {
 			return s, nil
 		}
 		f, err := openFileAt(dir, name)
@@ -113,7 +113,7 @@ func readSide(root int, rel string) (diffSide, error) {
 			return diffSide{}, err
 		}
 		defer f.Close()
-		s.text, err = io.ReadAll(io.LimitReader(f, maxDiffInput+1))
+		s.text, err = io.ReadAll(io.LimitReader(f, limit+1))
 		if err != nil {
 			return diffSide{}, err
 		}

@@ -6,10 +6,10 @@ import "github.com/cellbox-dev/cellbox/protocol"
 // workspace keeps the record of (workspace/executions).
 const MaxExecutionRecords = 200
 
-// RecordExecution keeps what an execution changed; a record without
-// changes is not kept.
+// RecordExecution keeps what an execution changed; an execution that
+// changed no file is not kept (there is nothing of it to undo).
 func (w *Workspace) RecordExecution(r protocol.ExecutionRecord) {
-	if len(r.FilesChanged) == 0 && r.Checkpoint == "" {
+	if len(r.FilesChanged) == 0 && r.More == 0 {
 		return
 	}
 	w.mu.Lock()

@@ -54,6 +54,10 @@ type Options struct {
 	// MaxCheckpoints bounds the checkpoints kept per workspace; the oldest
 	// go first (0: DefaultMaxCheckpoints).
 	MaxCheckpoints int
+	// MaxAutoCheckpoints bounds the automatic checkpoints kept per
+	// workspace, a ring apart from MaxCheckpoints (0:
+	// DefaultMaxAutoCheckpoints).
+	MaxAutoCheckpoints int
 	// OnBlocked is told of every connection a workspace's proxies refused
 	// (network/blocked); it must not block.
 	OnBlocked func(workspaceID string, b network.Blocked)
@@ -70,6 +74,11 @@ type Options struct {
 // unless Options.MaxCheckpoints (--max-checkpoints) says otherwise.
 const DefaultMaxCheckpoints = 50
 
+// DefaultMaxAutoCheckpoints is the number of automatic checkpoints
+// (workspace/checkpoint with auto, kernel/execute with checkpoint) kept
+// per workspace unless Options.MaxAutoCheckpoints says otherwise.
+const DefaultMaxAutoCheckpoints = 100
+
 // Manager owns the daemon's workspaces.
 type Manager struct {
 	opts Options
@@ -80,8 +89,10 @@ type Manager struct {
 	// hidden are the state dir and Options.Hidden, symlinks resolved.
 	hidden []string
 
-	mu   sync.Mutex // guards open
+	mu   sync.Mutex // guards open and forking
 	open map[string]*Workspace
+	// forking holds the ids of the forks being built (fork_linux.go).
+	forking map[string]bool
 
 	// fileStates holds each workspace's file-operation lock and baselines,
 	// by its directory, so that they outlive a close and a reopen (see
@@ -161,8 +172,7 @@ func (m *Manager) Open(ctx context.Context, p protocol.WorkspaceOpenParams) (*Wo
 			return nil, err
 		}
 		root = r
-		sum := sha256.Sum256([]byte(string(mode) + "\x00" + root + "\x00" + p.Name))
-		id = "ws-" + hex.EncodeToString(sum[:6])
+		id = workspaceID(mode, root, p.Name)
 	case protocol.WorkspaceModeScratch:
 		if p.Name != "" {
 			sum := sha256.Sum256([]byte("scratch\x00" + p.Name))
@@ -194,6 +204,13 @@ func (m *Manager) Open(ctx context.Context, p protocol.WorkspaceOpenParams) (*Wo
 		go m.warnUnmapped(w)
 	}
 	return w, nil
+}
+
+// workspaceID is the id of the overlay or direct workspace over root named
+// name: the same root and name find the same workspace.
+func workspaceID(mode protocol.WorkspaceMode, root, name string) string {
+	sum := sha256.Sum256([]byte(string(mode) + "\x00" + root + "\x00" + name))
+	return "ws-" + hex.EncodeToString(sum[:6])
 }
 
 // warnUnmapped logs project files the sandbox will not be able to write.

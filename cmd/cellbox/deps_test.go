@@ -23,10 +23,11 @@ func TestImportDirection(t *testing.T) {
 		"kernel/drivers/godriver":       {"protocol", "workspace/sandbox", "kernel/drivers/driverio"},       // an entry of the binary inside a sandbox
 		"kernel/drivers/driverio":       {},                                                                 // what those entries share of the driver contract
 		"pty":                           {"workspace", "protocol"},
-		"workspace":                     {"workspace/sandbox", "workspace/network", "workspace/packages", "protocol"},
+		"workspace":                     {"workspace/sandbox", "workspace/network", "workspace/packages", "workspace/gitexport", "protocol"},
 		"workspace/sandbox":             {},
 		"workspace/network":             {}, // the proxies and their policy: imports nothing of ours
 		"workspace/packages":            {}, // the package cache: imports nothing of ours
+		"workspace/gitexport":           {}, // changes to git: knows nothing of workspaces
 		"workspace/sandbox/sandboxtest": {},
 		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
 	}
@@ -60,8 +61,8 @@ func TestImportDirection(t *testing.T) {
 	if seen < 4 {
 		t.Fatalf("checked only %d packages; go list output:\n%s", seen, out)
 	}
-	// protocol, workspace/sandbox, workspace/packages and workspace/network import nothing of ours, even indirectly.
-	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages", "workspace/network"} {
+	// protocol, workspace/sandbox, workspace/packages, workspace/network and workspace/gitexport import nothing of ours, even indirectly.
+	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages", "workspace/network", "workspace/gitexport"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)

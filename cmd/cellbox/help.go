@@ -22,6 +22,9 @@ Usage:
   cellbox checkpoint [NAME]               save the workspace's changes as a checkpoint
   cellbox checkpoints                     list the checkpoints
   cellbox restore CHECKPOINT              bring the changes back to a checkpoint (by id or name)
+  cellbox export-git BRANCH [-m MSG]      commit the changes on a branch of the project's git repository,
+                                          leaving its files, index and checked-out branch as they are
+  cellbox export-patch [PATH...]          print the changes as a patch that git apply takes
   cellbox jupyter install                 make cellbox's languages Jupyter kernels (cellbox-python, ...)
   cellbox jupyter list                    the cellbox kernelspecs Jupyter finds (--all: every kernelspec)
   cellbox jupyter uninstall [NAME...]     remove cellbox kernelspecs
@@ -61,7 +64,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printJupyterKernelHelp(stdout)
 	case "jupyter":
 		printJupyterHelp(stdout)
-	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore":
+	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore", "export-git", "export-patch":
 		printReviewHelp(stdout, args[0])
 	default:
 		fmt.Fprintf(stderr, "cellbox help: unknown command %q\n", args[0])

@@ -59,6 +59,22 @@ discarded. The project is not touched.`},
 		summary: `Saves the workspace's changes as a checkpoint, named NAME or by the daemon.`},
 	"checkpoints": {maxArgs: 0, run: (*review).checkpoints,
 		summary: `Lists the workspace's checkpoints, oldest first.`},
+	"export-git": {args: "BRANCH [PATH...]", minArgs: 1, maxArgs: -1, run: (*review).exportGit,
+		summary: `Writes the workspace's changes (all, or those at or below each PATH) as a
+commit on BRANCH of the project's git repository, without touching the
+project's files, its index, HEAD or the branch it has checked out. When the
+project has uncommitted work (modified, deleted or untracked files), that
+work is committed first as it is, as a "baseline" commit, so that the
+branch's last commit holds exactly the workspace's changes. An existing
+BRANCH is moved only when it points at the project's HEAD, or with --force;
+the branch checked out is refused. Paths the project's .gitignore ignores
+are left out unless --ignored. Prints the commit.`},
+	"export-patch": {args: "[PATH...]", maxArgs: -1, run: (*review).exportPatch,
+		summary: `Prints the workspace's changes (all, or those at or below each PATH) as one
+patch that "git apply" takes in the project, onto its files as they are now.
+In a git repository it is git's own format with binary files (paths from the
+repository's top level); elsewhere binary files are left out, each named in a
+"# binary file not included" line at the top. The project is not touched.`},
 	"restore": {args: "CHECKPOINT", minArgs: 1, maxArgs: 1, run: (*review).restore,
 		summary: `Brings the workspace's changes back to a checkpoint, given by its id or its
 name (the newest of that name). The changes before it are kept as a
@@ -68,6 +84,8 @@ checkpoint named before-restore.`},
 type reviewConfig struct {
 	stateDir, logLevel, root, name, color string
 	json, all                             bool
+	ignored, force                        bool   // changes, diff, export-*; export-git
+	message                               string // export-git
 }
 
 func reviewFlags(cmd string, cfg *reviewConfig) *flag.FlagSet {
@@ -80,6 +98,10 @@ func reviewFlags(cmd string, cfg *reviewConfig) *flag.FlagSet {
 	if cmd == "diff" {
 		fs.StringVar(&cfg.color, "color", "auto", "colour the diff: `WHEN` is auto (when stdout is a terminal), always or never")
 	}
+	switch cmd {
+	case "changes", "diff", "export-git", "export-patch":
+		fs.BoolVar(&cfg.ignored, "ignored", false, "also the changes of paths the project's git ignores (.gitignore, .git/info/exclude)")
+	}
 	return fs
 }
 
@@ -88,6 +110,14 @@ func reviewFlags(cmd string, cfg *reviewConfig) *flag.FlagSet {
 // change.
 func addAllFlag(fs *flag.FlagSet, cfg *reviewConfig) {
 	fs.BoolVar(&cfg.all, "all", false, "discard every change")
+}
+
+// addExportGitFlags adds export-git's -m and --force, after the CELLBOX_*
+// variables too: a message and moving a branch are one command's.
+func addExportGitFlags(fs *flag.FlagSet, cfg *reviewConfig) {
+	fs.StringVar(&cfg.message, "m", "", "the commit `MESSAGE` (default: one naming the workspace)")
+	fs.StringVar(&cfg.message, "message", "", "the same as -m")
+	fs.BoolVar(&cfg.force, "force", false, "move BRANCH even when it does not point at the project's HEAD (its commits are then no longer on it)")
 }
 
 // review is one review command connected to its workspace.
@@ -102,7 +132,7 @@ type review struct {
 	stderr io.Writer
 }
 
-// runReview is `cellbox changes|diff|commit|discard|checkpoint|checkpoints|restore`.
+// runReview is `cellbox changes|diff|commit|discard|checkpoint|checkpoints|restore|export-git|export-patch`.
 func runReview(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) int {
 	spec := reviewCommands[cmd]
 	var cfg reviewConfig
@@ -110,8 +140,11 @@ func runReview(ctx context.Context, cmd string, args []string, stdout, stderr io
 	fs.SetOutput(stderr)
 	fs.Usage = func() { printReviewHelp(stderr, cmd) }
 	var late func(*flag.FlagSet)
-	if cmd == "discard" {
+	switch cmd {
+	case "discard":
 		late = func(fs *flag.FlagSet) { addAllFlag(fs, &cfg) }
+	case "export-git":
+		late = func(fs *flag.FlagSet) { addExportGitFlags(fs, &cfg) }
 	}
 	pos, err := parseReviewArgs(fs, args, late)
 	if err != nil {
@@ -264,7 +297,7 @@ func (r *review) printJSON(v any) int {
 }
 
 func (r *review) changes(ctx context.Context, _ []string) int {
-	res, err := r.listChanges(ctx)
+	res, err := r.listChanges(ctx, r.cfg.ignored)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -278,12 +311,17 @@ func (r *review) changes(ctx context.Context, _ []string) int {
 	if err := w.Flush(); err != nil {
 		return r.fail(fmt.Errorf("write stdout: %w", err))
 	}
+	if res.Ignored > 0 {
+		fmt.Fprintf(r.stderr, "cellbox changes: %s of paths the project's git ignores not shown (--ignored shows them)\n", plural(res.Ignored, "change"))
+	}
 	return 0
 }
 
-func (r *review) listChanges(ctx context.Context) (*protocol.WorkspaceChangesResult, error) {
+// listChanges is workspace/changes; ignored includes the changes of paths
+// the project's git ignores.
+func (r *review) listChanges(ctx context.Context, ignored bool) (*protocol.WorkspaceChangesResult, error) {
 	var res protocol.WorkspaceChangesResult
-	err := r.c.Call(ctx, protocol.MethodWorkspaceChanges, protocol.WorkspaceChangesParams{WorkspaceID: r.ws.WorkspaceID}, &res)
+	err := r.c.Call(ctx, protocol.MethodWorkspaceChanges, protocol.WorkspaceChangesParams{WorkspaceID: r.ws.WorkspaceID, Ignored: ignored}, &res)
 	return &res, err
 }
 
@@ -305,7 +343,7 @@ func (r *review) diff(ctx context.Context, args []string) int {
 		return r.fail(err)
 	}
 	var res protocol.WorkspaceDiffResult
-	if err := r.c.Call(ctx, protocol.MethodWorkspaceDiff, protocol.WorkspaceDiffParams{WorkspaceID: r.ws.WorkspaceID, Paths: paths}, &res); err != nil {
+	if err := r.c.Call(ctx, protocol.MethodWorkspaceDiff, protocol.WorkspaceDiffParams{WorkspaceID: r.ws.WorkspaceID, Paths: paths, Ignored: r.cfg.ignored}, &res); err != nil {
 		return r.fail(err)
 	}
 	if r.cfg.json {
@@ -522,6 +560,49 @@ func (r *review) restore(ctx context.Context, args []string) int {
 	return 0
 }
 
+func (r *review) exportGit(ctx context.Context, args []string) int {
+	paths, err := r.selectPaths(ctx, args[1:])
+	if err != nil {
+		return r.fail(err)
+	}
+	p := protocol.WorkspaceExportGitParams{WorkspaceID: r.ws.WorkspaceID, Branch: args[0], Message: r.cfg.message,
+		Force: r.cfg.force, Paths: paths, Ignored: r.cfg.ignored}
+	var res protocol.WorkspaceExportGitResult
+	if err := r.c.Call(ctx, protocol.MethodWorkspaceExportGit, p, &res); err != nil {
+		return r.fail(err)
+	}
+	if r.cfg.json {
+		return r.printJSON(res)
+	}
+	fmt.Fprintf(r.stdout, "branch %s: commit %s (%s)\n", res.Branch, res.Commit, plural(res.Files, "file"))
+	if res.Baseline != "" {
+		fmt.Fprintf(r.stdout, "on top of commit %s, the project's uncommitted work as it is now\n", res.Baseline)
+	}
+	return 0
+}
+
+func (r *review) exportPatch(ctx context.Context, args []string) int {
+	paths, err := r.selectPaths(ctx, args)
+	if err != nil {
+		return r.fail(err)
+	}
+	var res protocol.WorkspaceExportPatchResult
+	p := protocol.WorkspaceExportPatchParams{WorkspaceID: r.ws.WorkspaceID, Paths: paths, Ignored: r.cfg.ignored}
+	if err := r.c.Call(ctx, protocol.MethodWorkspaceExportPatch, p, &res); err != nil {
+		return r.fail(err)
+	}
+	if r.cfg.json {
+		return r.printJSON(res)
+	}
+	if _, err := io.WriteString(r.stdout, res.Patch); err != nil {
+		return r.fail(fmt.Errorf("write stdout: %w", err))
+	}
+	if res.Files == 0 {
+		fmt.Fprintf(r.stderr, "cellbox export-patch: no changes to export\n")
+	}
+	return 0
+}
+
 // selectPaths maps command-line paths to workspace paths and checks that
 // each names at least one change, so that a mistyped path is an error
 // rather than a command that does nothing. No args: nil (every change).
@@ -537,7 +618,9 @@ func (r *review) selectPaths(ctx context.Context, args []string) ([]string, erro
 		}
 		paths = append(paths, p)
 	}
-	res, err := r.listChanges(ctx)
+	// commit and discard take every change; the others leave the ignored
+	// paths out unless --ignored.
+	res, err := r.listChanges(ctx, r.cfg.ignored || r.cmd == "commit" || r.cmd == "discard")
 	if err != nil {
 		return nil, err
 	}
@@ -658,7 +741,11 @@ Flags:
 `)
 	var cfg reviewConfig
 	printFlags(w, reviewFlags(cmd, &cfg))
-	if cmd == "discard" {
+	switch cmd {
+	case "discard":
 		fmt.Fprint(w, "  --all\n      discard every change (no environment variable sets it)\n")
+	case "export-git":
+		fmt.Fprint(w, "  -m, --message MESSAGE\n      the commit message (default: one naming the workspace; no environment variable sets it)\n")
+		fmt.Fprint(w, "  --force\n      move BRANCH even when it does not point at the project's HEAD (no environment variable sets it)\n")
 	}
 }

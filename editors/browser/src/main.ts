@@ -57,23 +57,27 @@ async function main() {
   reconnect.onclick = () => client.drop();
   client.handle(Methods.KernelInputRequest, (p: KernelInputRequestParams) => ({ value: window.prompt(p.prompt || "input") ?? "" }));
 
-  const ws = await client.request(Methods.WorkspaceOpen, {});
-  rootLabel.textContent = `${ws.root} (${ws.mode})`;
+  // #workspace=ID (a fork's "open it" link): that workspace; else the one of the project.
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("workspace");
+  const listed = wanted ? (await client.request(Methods.WorkspaceList, {})).workspaces.find((w) => w.workspaceId === wanted) : undefined;
+  const ws = listed ?? (await client.request(Methods.WorkspaceOpen, {}));
+  rootLabel.textContent = `${ws.root} (${ws.mode}${ws.name ? `, ${ws.name}` : ""})`;
   const show = (title: string, body: HTMLElement) => {
     viewerTitle.textContent = title;
     viewerBody.replaceChildren(body);
     viewer.hidden = false;
   };
-  const fileView = new Files(client, ws.workspaceId, files, changes, show);
+  const current: { nb?: Notebook } = {};
+  const fileView = new Files(client, ws.workspaceId, files, changes, show, (kernelId) => kernelId === current.nb?.kernelId);
   // Blocked connections ask in bars over the notebook; the header has the network and packages controls.
   const bars = el("div", { class: "network-bars" });
   const tools = el("span", { class: "header-tools" });
   progress.before(tools);
-  const current: { nb?: Notebook } = {};
   const network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined));
   const install = new InstallPanel(client, ws.workspaceId, tools);
   const nb = new Notebook(client, ws.workspaceId, notebook, client.initializeResult!.capabilities.languages, (s) => (progress.textContent = s), () => network.startParams());
   current.nb = nb;
+  nb.files = fileView;
   notebook.querySelector(".toolbar")!.after(bars);
   nb.add("print('hello from the sandbox')");
   const term = new TerminalPanel(client, ws.workspaceId, terminal, () => network.startParams());

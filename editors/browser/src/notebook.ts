@@ -2,6 +2,7 @@
 import { ConnectionLostError, Methods, RPCError, type CellboxClient, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type NetworkMode, type ProgressParams } from "../client/client";
 import { renderBundle, stripANSI } from "./outputs";
 import { el } from "./dom";
+import type { Files } from "./files";
 
 /** The prefix of the languages that are the host's Jupyter kernelspecs (PROTOCOL.md §8). */
 const jupyterPrefix = "jupyter:";
@@ -122,6 +123,13 @@ class Cell {
 export class Notebook {
   kernelId?: string;
   language: string;
+  /**
+   * The changes panel: a cell's "wrote a.py" line links into it, undo restores through it, and
+   * it refreshes when a cell ends.
+   */
+  files?: Files;
+  /** Runs ask for an automatic checkpoint first (kernel/execute's checkpoint), so that each can be undone. */
+  checkpointRuns = true;
   private cells: Cell[] = [];
   private byExec = new Map<string, Cell>();
   private displays = new Map<string, HTMLElement[]>();
@@ -354,8 +362,21 @@ export class Notebook {
     try {
       // kernelId is set by ensureKernel above; a resync in between that finds the kernel
       // gone clears it, and the daemon then answers invalid params.
-      const r = await this.client.request(Methods.KernelExecute, { kernelId: this.kernelId!, code, executionId, allowStdin: true, stopOnError: true });
+      const r = await this.client.request(Methods.KernelExecute, { kernelId: this.kernelId!, code, executionId, allowStdin: true, stopOnError: true, checkpoint: this.checkpointRuns || undefined });
       c.setPrompt(String(r.executionCount));
+      if ((r.filesChanged?.length || r.filesChangedMore) && this.files) {
+        // What the execution changed (PROTOCOL.md §10): each path opens its diff; undo
+        // restores the checkpoint taken before it.
+        const line = this.files.filesLine(r.filesChanged, r.filesChangedMore);
+        line.classList.add("files-changed");
+        if (r.checkpoint) {
+          const undo = el("button", { class: "undo", title: "restore the workspace's files to how they were before this execution" }, "undo");
+          undo.onclick = () => void this.files?.undo({ executionId: r.executionId, executionCount: r.executionCount, checkpoint: r.checkpoint, language: this.language });
+          line.append(" ", undo);
+        }
+        c.notes.prepend(line);
+      }
+      this.files?.schedule();
       c.root.dataset.status = r.status;
       if (r.status !== "ok") c.root.classList.add("failed");
       if (r.status !== "ok" && r.status !== "error") c.note(r.status === "timeout" && r.error ? `${r.status}: ${r.error.ename} ${r.error.evalue}` : r.status);

@@ -6,7 +6,7 @@ import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-export async function startDaemon({ files = {}, args = [], listen = "127.0.0.1:0", env: extraEnv = {} } = {}) {
+export async function startDaemon({ files = {}, args = [], listen = "127.0.0.1:0", env: extraEnv = {}, setup } = {}) {
   const bin = process.env.CELLBOX_BIN;
   if (!bin) throw new Error("CELLBOX_BIN is not set: run the tests with editors/browser/test/run.sh");
   const base = mkdtempSync(join(tmpdir(), "cellbox-browser-test-"));
@@ -22,6 +22,8 @@ export async function startDaemon({ files = {}, args = [], listen = "127.0.0.1:0
     mkdirSync(dirname(join(project, name)), { recursive: true });
     writeFileSync(join(project, name), content);
   }
+  // setup(project): makes the project what a test needs (a git repository) before the daemon starts.
+  if (setup) await setup(project);
   const env = { ...process.env, ...extraEnv, CELLBOX_STATE_DIR: state, XDG_RUNTIME_DIR: run, CELLBOX_LOG_LEVEL: process.env.CELLBOX_LOG_LEVEL ?? "warn" };
   const proc = spawn(bin, ["serve", "--listen", listen, ...args], { cwd: project, env, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";

@@ -404,3 +404,128 @@ test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and
   await shot("8-jupyter-kernels");
   assert.deepEqual(consoleErrors.filter((e) => !expectedConsole.test(e)), []);
 });
+
+test("a cell's changed files under its output; activity with another client's run; undo; renames, ignored; patch download; fork", async () => {
+  // A daemon of its own on a git project with an ignore file (the changes of ignored paths are
+  // hidden until shown), and a page of its own.
+  const { execFileSync } = await import("node:child_process");
+  const gitEnv = { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" };
+  let project;
+  const git = (...a) => execFileSync("git", ["-C", project, ...a], { env: gitEnv, encoding: "utf8" });
+  const d2 = await startDaemon({
+    files: { "README.txt": "a project\n", "src/app.py": "print('app')\n", ".gitignore": "*.log\n" },
+    setup: (dir) => {
+      project = dir;
+      git("init", "-q", "-b", "main");
+      git("add", "-A");
+      git("commit", "-q", "-m", "initial");
+    },
+  });
+  const page = await context.newPage();
+  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`) });
+  const runCell = async (code) => {
+    await page.click("button.add-cell");
+    const cell = page.locator(".cell").last();
+    await cell.locator("textarea.code").fill(code);
+    await cell.locator("button.run").click();
+    return cell;
+  };
+  try {
+    await page.goto(d2.url);
+    await page.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
+    await waitFor(async () => /^python: idle/.test(await page.locator(".kernel-status").innerText()), { what: "python kernel" });
+    const dialogs = [];
+    const answer = (value) => page.once("dialog", (dl) => (dialogs.push(dl.message()), dl.accept(value)));
+
+    // The line under the cell's output: the files it wrote and deleted, and undo.
+    const cell = await runCell("open('agent_demo.txt', 'w').write('hi\\n')\nimport os\nos.remove('README.txt')");
+    const line = cell.locator(".notes .files-changed");
+    await line.waitFor({ timeout: 20_000 });
+    assert.equal((await line.innerText()).trim(), "wrote agent_demo.txt (new), deleted README.txt undo");
+    assert.equal(await line.locator("a.file-link.added").innerText(), "agent_demo.txt (new)");
+    assert.equal(await line.locator("a.file-link.deleted").innerText(), "README.txt");
+    await line.locator("a.file-link.added").click();
+    await waitFor(async () => (await page.locator(".viewer-body").innerText()).includes("+hi"), { what: "the diff of the file the cell wrote" });
+    assert.match(await page.locator(".viewer-title").textContent(), /agent_demo\.txt/);
+    await page.click(".viewer-close");
+
+    // The activity: this run, then another client's run in the same workspace (as `cellbox mcp`
+    // runs an agent's code) shows up without a reload, marked as such.
+    const mine = page.locator(".activity").first();
+    await waitFor(async () => /execution \d+ \(python\)/.test(await mine.innerText()), { what: "the run in the activity list" });
+    assert.match(await mine.locator(".files-line").innerText(), /wrote agent_demo\.txt \(new\), deleted README\.txt/);
+    assert.equal(await mine.locator("button.undo").count(), 1);
+    await page.evaluate(async () => {
+      const { client, workspace } = window.cellbox;
+      const k = await client.request("kernel/start", { language: "python", workspaceId: workspace.workspaceId, sandbox: "best-effort" });
+      await client.request("kernel/execute", { kernelId: k.kernelId, code: "open('from_agent.txt', 'w').write('agent')", executionId: "agent-1" });
+      await client.request("kernel/shutdown", { kernelId: k.kernelId });
+    });
+    const agent = page.locator('.activity[data-execution="agent-1"]');
+    await agent.waitFor({ timeout: 20_000 });
+    assert.match(await agent.innerText(), /execution 1 \(python\)[\s\S]*another client[\s\S]*wrote from_agent\.txt \(new\)/);
+    assert.equal(await page.locator(".activity").first().getAttribute("data-execution"), "agent-1", "newest first");
+    // The automatic checkpoints, apart from the user's.
+    const autos = page.locator(".auto-checkpoints summary");
+    await autos.waitFor();
+    assert.match(await autos.innerText(), /^automatic \(\d+\), taken before runs$/);
+    await shot("12-files-changed-activity");
+
+    // Undo the cell: asked first (the kernel's memory is not rolled back); the files are back.
+    answer();
+    await line.locator("button.undo").click();
+    await waitFor(async () => (await page.locator('.change[data-path="agent_demo.txt"]').count()) === 0 && (await page.locator('.change[data-path="from_agent.txt"]').count()) === 0, { what: "undone" });
+    assert.match(dialogs.at(-1), /before execution \d+ \(python\)\?[\s\S]*not rolled back/);
+    assert.match(await page.locator(".changes-message").innerText(), /not rolled back/);
+    await page.locator('.tree-item[data-path="README.txt"]:not(.deleted)').waitFor();
+
+    // A rename is one entry, old → new; an ignored path is counted, and listed when shown.
+    const ren = await runCell("os.rename('src/app.py', 'src/main.py')\nopen('debug.log', 'w').write('noise')");
+    await ren.locator(".files-changed").waitFor({ timeout: 20_000 });
+    const entry = page.locator('.change.renamed[data-path="src/main.py"]');
+    await entry.waitFor({ timeout: 20_000 });
+    assert.equal(await entry.locator(".path").innerText(), "src/app.py → src/main.py");
+    assert.equal(await page.locator('.change[data-path="src/app.py"]').count(), 0);
+    const ignored = page.locator(".ignored-line");
+    await waitFor(async () => (await ignored.isVisible()) && /^1 ignored change hidden/.test(await ignored.innerText()), { what: "the ignored count" });
+    assert.equal(await page.locator('.change[data-path="debug.log"]').count(), 0);
+    await ignored.locator("button").click();
+    await page.locator('.change.ignored[data-path="debug.log"]').waitFor();
+    await shot("13-rename-ignored");
+    await ignored.locator("button").click();
+    await waitFor(async () => (await page.locator('.change[data-path="debug.log"]').count()) === 0, { what: "ignored hidden again" });
+
+    // Patch: a .patch download that `git apply` takes.
+    const [dl] = await Promise.all([page.waitForEvent("download"), page.click("button.export-patch")]);
+    assert.match(dl.suggestedFilename(), /\.patch$/);
+    const patch = readFileSync(await dl.path(), "utf8");
+    assert.match(patch, /rename from src\/app\.py|\+\+\+ b\/src\/main\.py/);
+    assert.doesNotMatch(patch, /debug\.log/);
+    const patchFile = join(project, "..", "changes.patch");
+    writeFileSync(patchFile, patch);
+    git("apply", "--check", patchFile);
+
+    // Fork: a new workspace with the changes, opened by its link in a new tab.
+    answer("try-b");
+    await page.click("button.fork");
+    const link = page.locator(".changes-message a.fork-link");
+    await link.waitFor({ timeout: 20_000 });
+    const msg = await page.locator(".changes-message").innerText();
+    const m = msg.match(/forked as try-b \((ws-[^)]+)\)/);
+    assert.ok(m, msg);
+    const tab = await context.newPage();
+    await tab.goto(await link.getAttribute("href"));
+    await tab.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
+    assert.equal(await tab.evaluate(() => window.cellbox.workspace.workspaceId), m[1]);
+    assert.match(await tab.locator("header .root").innerText(), /try-b/);
+    await tab.locator('.change.renamed[data-path="src/main.py"]').waitFor({ timeout: 20_000 });
+    assert.ok(!tab.url().includes("token"));
+    await tab.close();
+    assert.deepEqual(consoleErrors.filter((e) => !expectedConsole.test(e)), []);
+  } finally {
+    await page.close();
+    await d2.stop();
+  }
+});

@@ -6,8 +6,9 @@ import { Session, KernelHandle } from "./session";
 import type { InterpreterInfo } from "../../protocol/protocol";
 import { OutputPanel } from "./outputView";
 import { findCells, cellAt, cellCode, CELL_MARKER, CellRange } from "./cells";
-import { CellboxNotebookController } from "./notebook";
-import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME } from "./scm";
+import { CellboxNotebookController, FilesChangedStatusBar } from "./notebook";
+import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME, sandboxUri, type ChangeState } from "./scm";
+import { undoExecution, showExecutions, pickCheckpoint, exportGitCommand, exportPatchCommand, forkCommand, type UndoTarget, type HandoffViews } from "./handoff";
 import { CellboxPseudoterminal } from "./terminal";
 import { stripANSI } from "./outputs";
 import { VariablesProvider } from "./variables";
@@ -83,6 +84,7 @@ async function connect(): Promise<Session> {
       network: c.get("network.mode", "none"),
       allow: c.get<string[]>("network.allow", []),
       timeoutMs: c.get<number>("timeoutMs") || undefined,
+      checkpointRuns: c.get<boolean>("checkpointRuns", true),
     },
     networkUI((l) => log.appendLine(l)),
   );
@@ -103,7 +105,7 @@ async function connect(): Promise<Session> {
         updateStatus("disconnected");
       }
     }),
-    client.onFsChange(() => scm?.refreshSoon()),
+    client.onFsChange(() => scm?.refreshSoon(150, true)),
   );
   session = s;
   updateStatus();
@@ -441,6 +443,56 @@ async function kernelCommand(kind: "interrupt" | "restart" | "shutdown") {
   }
 }
 
+/** What the §10 commands refresh after changing the workspace. */
+function views(): HandoffViews {
+  return { scm, checkpoints: () => checkpoints.refresh() };
+}
+
+/**
+ * Opens the diff of a changed path (a link of a run's "wrote a.py" line): the SCM entry's diff
+ * while the change is pending, else the file as the sandbox has it.
+ */
+async function openChange(p: string) {
+  if (typeof p !== "string") return;
+  const s = await getSession();
+  await s.ensureWorkspace();
+  let st = scm?.stateOf(p);
+  if (!st && scm) {
+    await scm.refresh();
+    st = scm.stateOf(p);
+  }
+  if (st?.command) {
+    await vscode.commands.executeCommand(st.command.command, ...(st.command.arguments ?? []));
+    return;
+  }
+  // No longer pending (committed or discarded since): the file as the sandbox sees it.
+  await vscode.window.showTextDocument(sandboxUri(p), { preview: true });
+}
+
+/** The execution an undo is for: an SCM group of one, a run's result, or one picked from the list. */
+async function undoCommand(arg?: UndoTarget | vscode.SourceControlResourceGroup) {
+  const s = await getSession();
+  if (arg && "resourceStates" in arg) {
+    const r = scm?.recordOfGroup(arg.id);
+    if (r) await undoExecution(s, r, views());
+    return;
+  }
+  if (arg && typeof arg === "object" && "executionId" in arg) {
+    await undoExecution(s, arg, views());
+    return;
+  }
+  await showExecutions(s, views());
+}
+
+/** After switching to a forked workspace: watch it, and show its changes and checkpoints. */
+async function switchedWorkspace(s: Session) {
+  const ws = s.workspace;
+  if (ws) await s.client.request(Methods.FsWatch, { workspaceId: ws.workspaceId }).catch(() => undefined);
+  await scm?.refresh();
+  checkpoints.refresh();
+  updateStatus();
+}
+
 function wrap<T extends unknown[]>(f: (...a: T) => unknown) {
   return async (...a: T) => {
     try {
@@ -471,6 +523,12 @@ export function activate(ctx: vscode.ExtensionContext) {
     outputListeners.add(f);
     return new vscode.Disposable(() => outputListeners.delete(f));
   });
+  const filesChanged = new FilesChangedStatusBar(notebook);
+  ctx.subscriptions.push(
+    filesChanged,
+    vscode.notebooks.registerNotebookCellStatusBarItemProvider("jupyter-notebook", filesChanged),
+    notebook.onResults(() => scm?.refreshSoon()),
+  );
   variables = new VariablesProvider(() => session, activeKernel);
   codeLens = new CellCodeLens();
   updateRunnable();
@@ -557,10 +615,11 @@ export function activate(ctx: vscode.ExtensionContext) {
     await s.client.request(Methods.WorkspaceCheckpoint, { workspaceId: ws.workspaceId, name: name || undefined });
     checkpoints.refresh();
   });
-  reg("cellbox.checkpoint.restore", async (item: CheckpointItem) => {
+  reg("cellbox.checkpoint.restore", async (item?: CheckpointItem) => {
     const s = await getSession();
-    if (!s.workspace || !item) return;
-    await s.client.request(Methods.WorkspaceRestore, { workspaceId: s.workspace.workspaceId, checkpointId: item.checkpoint.checkpointId });
+    const id = item instanceof CheckpointItem ? item.checkpoint.checkpointId : await pickCheckpoint(s);
+    if (!s.workspace || !id) return;
+    await s.client.request(Methods.WorkspaceRestore, { workspaceId: s.workspace.workspaceId, checkpointId: id });
     checkpoints.refresh();
     await scm?.refresh();
   });
@@ -571,6 +630,26 @@ export function activate(ctx: vscode.ExtensionContext) {
     checkpoints.refresh();
   });
   reg("cellbox.checkpoint.refresh", () => checkpoints.refresh());
+  reg("cellbox.openChange", (p: string) => openChange(p));
+  reg("cellbox.undoExecution", (arg?: UndoTarget | vscode.SourceControlResourceGroup) => undoCommand(arg));
+  reg("cellbox.showExecutions", async () => showExecutions(await getSession(), views()));
+  reg("cellbox.exportGit", async () => exportGitCommand(await getSession()));
+  reg("cellbox.exportPatch", async () => exportPatchCommand(await getSession()));
+  reg("cellbox.fork", async () => forkCommand(await getSession(), () => switchedWorkspace(session!)));
+  reg("cellbox.scm.toggleIgnored", async () => {
+    await getSession();
+    await scm?.toggleIgnored();
+  });
+  reg("cellbox.scm.commitGroup", async (g?: vscode.SourceControlResourceGroup) => {
+    const list = (g?.resourceStates ?? []) as ChangeState[];
+    if (list.length) await scm?.commit(list);
+  });
+  reg("cellbox.scm.discardGroup", async (g?: vscode.SourceControlResourceGroup) => {
+    const list = (g?.resourceStates ?? []) as ChangeState[];
+    if (!list.length) return;
+    const ok = await vscode.window.showWarningMessage(`Discard the sandbox's changes to the ${list.length} file(s) of ${g!.label}?`, { modal: true }, "Discard");
+    if (ok) await scm?.discard(list);
+  });
   reg("cellbox.network.allow", async (rule?: string) => allowCommand(await getSession(), typeof rule === "string" ? rule : undefined));
   reg("cellbox.network.set", async () => setCommand(await getSession()));
   reg("cellbox.install", async () => installCommand(await getSession()));

@@ -8,7 +8,8 @@ import { newExecutionId } from "./session";
 import { applyOutput, OutputItem } from "./outputs";
 import { errorMessage } from "./client";
 import { vscodeLanguageIds, isJupyter, JUPYTER_PREFIX } from "./languages";
-import { Methods, type KernelOutputParams } from "../../protocol/protocol";
+import { Methods, type ExecuteResult, type KernelOutputParams } from "../../protocol/protocol";
+import { summarize, fileLabel, describeFiles } from "../../browser/src/activity";
 
 export const NOTEBOOK_TYPES = ["jupyter-notebook"];
 
@@ -94,6 +95,11 @@ export class CellboxNotebookController implements vscode.Disposable {
   private readonly queues = new Map<string, Promise<void>>();
   /** executionId -> the cell execution its outputs go to */
   private readonly running = new Map<string, Running>();
+  /** cell document uri -> the result of its last run (its filesChanged and checkpoint) */
+  readonly results = new Map<string, ExecuteResult>();
+  private readonly _onResults = new vscode.EventEmitter<void>();
+  /** A cell's last result changed (the cell status bar follows). */
+  readonly onResults = this._onResults.event;
   private readonly subs: vscode.Disposable[] = [];
 
   constructor(private readonly session: () => Promise<Session>, private readonly onOutputSub: (f: (p: KernelOutputParams) => void) => vscode.Disposable) {
@@ -172,6 +178,7 @@ export class CellboxNotebookController implements vscode.Disposable {
   private async runCell(cell: vscode.NotebookCell, nb: vscode.NotebookDocument, exec: vscode.NotebookCellExecution): Promise<boolean> {
     exec.start(Date.now());
     await exec.clearOutput();
+    if (this.results.delete(cell.document.uri.toString())) this._onResults.fire();
     let k: KernelHandle;
     let s: Session;
     try {
@@ -188,8 +195,10 @@ export class CellboxNotebookController implements vscode.Disposable {
     const cts = new CancellationTokenSource();
     const sub = exec.token.onCancellationRequested(() => cts.cancel());
     try {
-      const res = await s.client.request(Methods.KernelExecute, { kernelId: k.kernelId, code: cell.document.getText(), executionId: id, allowStdin: true, stopOnError: true, source: { path: cell.document.uri.toString(), line: 1 } }, cts.token);
+      const res = await s.client.request(Methods.KernelExecute, { kernelId: k.kernelId, code: cell.document.getText(), executionId: id, allowStdin: true, stopOnError: true, source: { path: cell.document.uri.toString(), line: 1 }, checkpoint: s.checkpointRuns }, cts.token);
       r.count = res.executionCount;
+      this.results.set(cell.document.uri.toString(), res);
+      this._onResults.fire();
       exec.executionOrder = res.executionCount || undefined;
       if (res.error && !r.items.some((o) => o.kind === "error")) r.items.push({ kind: "error", ...res.error });
       await exec.replaceOutput(toCellOutputs(r.items, r.count));
@@ -236,7 +245,53 @@ export class CellboxNotebookController implements vscode.Disposable {
   }
 
   dispose() {
+    this._onResults.dispose();
     for (const c of this.controllers) c.dispose();
     for (const s of this.subs) s.dispose();
+  }
+}
+
+/**
+ * The cell status bar of a cell whose last run changed files (kernel/execute's filesChanged,
+ * PROTOCOL.md §10): "execution 3:" then each file (click: its diff), "+N more" (click: the
+ * executions list) and "undo" when the run took an automatic checkpoint first.
+ */
+export class FilesChangedStatusBar implements vscode.NotebookCellStatusBarItemProvider {
+  private readonly emitter = new vscode.EventEmitter<void>();
+  readonly onDidChangeCellStatusBarItems = this.emitter.event;
+  private readonly sub: vscode.Disposable;
+  constructor(private readonly controller: CellboxNotebookController) {
+    this.sub = controller.onResults(() => this.emitter.fire());
+  }
+
+  provideCellStatusBarItems(cell: vscode.NotebookCell): vscode.NotebookCellStatusBarItem[] {
+    const res = this.controller.results.get(cell.document.uri.toString());
+    if (!res || (!res.filesChanged?.length && !res.filesChangedMore)) return [];
+    const left = vscode.NotebookCellStatusBarAlignment.Left;
+    const item = (text: string, tooltip: string, command?: vscode.Command) => {
+      const it = new vscode.NotebookCellStatusBarItem(text, left);
+      it.tooltip = tooltip;
+      it.command = command;
+      return it;
+    };
+    const what = describeFiles(res.filesChanged, res.filesChangedMore);
+    const items = [item(`$(history) execution ${res.executionCount}`, `execution ${res.executionCount} ${what}`, { title: "Executions", command: "cellbox.showExecutions" })];
+    const s = summarize(res.filesChanged, res.filesChangedMore, 3);
+    for (const p of s.parts) {
+      p.files.forEach((f, i) => {
+        const icon = f.kind === "added" ? "$(diff-added)" : f.kind === "deleted" ? "$(diff-removed)" : "$(diff-modified)";
+        items.push(item(`${icon} ${i === 0 ? `${p.verb} ` : ""}${fileLabel(f)}`, `${p.verb} ${f.path}: open its diff`, { title: "Open Diff", command: "cellbox.openChange", arguments: [f.path] }));
+      });
+    }
+    if (s.hidden > 0) items.push(item(`+${s.hidden} more`, what, { title: "Executions", command: "cellbox.showExecutions" }));
+    if (res.checkpoint) {
+      items.push(item("$(discard) undo", "Restore the workspace's files to how they were before this execution", { title: "Undo", command: "cellbox.undoExecution", arguments: [{ executionId: res.executionId, executionCount: res.executionCount, checkpoint: res.checkpoint }] }));
+    }
+    return items;
+  }
+
+  dispose() {
+    this.sub.dispose();
+    this.emitter.dispose();
   }
 }

@@ -16,7 +16,7 @@ export class OutputPanel implements vscode.Disposable {
   /** Shows the view (beside the editor, keeping focus there). */
   show() {
     if (!this.panel) {
-      this.panel = vscode.window.createWebviewPanel("cellbox.output", "cellbox Output", { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }, { enableScripts: true, retainContextWhenHidden: true, localResourceRoots: [] });
+      this.panel = vscode.window.createWebviewPanel("cellbox.output", "cellbox Output", { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }, { enableScripts: true, retainContextWhenHidden: true, localResourceRoots: [], enableCommandUris: ["cellbox.openChange", "cellbox.undoExecution"] });
       this.panel.onDidDispose(() => (this.panel = undefined));
       this.renderNow();
     } else if (!this.panel.visible) {

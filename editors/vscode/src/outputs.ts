@@ -3,6 +3,7 @@
 // for the webview. No `vscode` import: tested under plain Node.
 import type { ExecuteResult, KernelOutputParams, MimeBundle, ExecuteError } from "../../protocol/protocol";
 import { escapeHTML, renderMarkdown } from "../../browser/src/markdown";
+import { summarize, fileLabel } from "../../browser/src/activity";
 
 // eslint-disable-next-line no-control-regex -- an ANSI escape sequence starts with ESC
 export const stripANSI = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "");
@@ -182,6 +183,29 @@ export function renderOutput(o: OutputItem, count?: number): string {
   }
 }
 
+/** A `command:` link of the webview (its enableCommandUris lists the commands). */
+function commandLink(command: string, args: unknown[], text: string, title: string, cls: string): string {
+  const href = `command:${command}?${encodeURIComponent(JSON.stringify(args))}`;
+  return `<a class="${cls}" href="${escapeHTML(href)}" title="${escapeHTML(title)}">${escapeHTML(text)}</a>`;
+}
+
+/**
+ * The files an execution changed (kernel/execute's filesChanged, PROTOCOL.md §10), each a link
+ * that opens its diff (cellbox.openChange), and "undo" (cellbox.undoExecution) when the run took
+ * an automatic checkpoint first.
+ */
+export function renderFilesChanged(e: Execution): string {
+  const r = e.result;
+  if (!r?.filesChanged?.length && !r?.filesChangedMore) return "";
+  const s = summarize(r.filesChanged, r.filesChangedMore);
+  const parts = s.parts.map((p) => `${p.verb} ${p.files.map((f) => commandLink("cellbox.openChange", [f.path], fileLabel(f), `diff of ${f.path} (${f.kind})`, `file ${f.kind}`)).join(", ")}`);
+  const more = s.hidden > 0 ? ` and ${s.hidden} more` : "";
+  const undo = r.checkpoint
+    ? ` · ${commandLink("cellbox.undoExecution", [{ executionId: r.executionId, executionCount: r.executionCount, checkpoint: r.checkpoint }], "undo", "restore the workspace's files to how they were before this execution", "undo")}`
+    : "";
+  return `<div class="files-changed">${parts.join(", ")}${more}${undo}</div>`;
+}
+
 export function renderExecution(e: Execution): string {
   const count = e.executionCount ? String(e.executionCount) : e.status === "running" || e.status === "queued" ? "*" : " ";
   const status = e.status === "ok" ? "" : ` <span class="status ${e.status}">${escapeHTML(e.status)}</span>`;
@@ -192,7 +216,7 @@ export function renderExecution(e: Execution): string {
     `<section class="exec" id="exec-${escapeHTML(e.id)}" data-status="${e.status}">` +
     `<div class="in"><span class="count">In [${count}]:</span>${e.label ? ` <span class="label">${escapeHTML(e.label)}</span>` : ""}${status}${meta}` +
     `<pre class="code">${escapeHTML(e.code)}</pre></div>` +
-    `<div class="out">${e.outputs.map((o) => renderOutput(o, e.executionCount)).join("")}${failure}${lost}</div></section>`
+    `<div class="out">${e.outputs.map((o) => renderOutput(o, e.executionCount)).join("")}${failure}${lost}${renderFilesChanged(e)}</div></section>`
   );
 }
 
@@ -215,6 +239,9 @@ pre.code{opacity:.75;border-left:2px solid var(--vscode-textLink-foreground,#37f
 pre.stderr{color:var(--vscode-editorWarning-foreground,#b80)}
 pre.error{color:var(--vscode-errorForeground,#c33)}
 img{max-width:100%;background:#fff}
+.files-changed{color:var(--vscode-descriptionForeground,#888);font-size:90%;margin-top:4px}
+.files-changed a{color:var(--vscode-textLink-foreground,#37f);text-decoration:none}
+.files-changed a.deleted{text-decoration:line-through}
 table{border-collapse:collapse}td,th{border:1px solid #8886;padding:2px 6px}
 </style></head><body>${model.executions.length ? model.executions.map(renderExecution).join("\n") : '<p class="meta">Nothing run yet: cellbox: Run Selection (Shift+Enter) or Run Cell.</p>'}${script}</body></html>`;
 }

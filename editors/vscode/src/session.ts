@@ -20,6 +20,8 @@ import {
   type RequestMethod,
   type Variable,
   type InterpreterInfo,
+  type ExecutionRecord,
+  type WorkspaceExportGitResult,
 } from "../../protocol/protocol";
 
 export interface KernelHandle {
@@ -43,6 +45,12 @@ export interface SessionOptions {
   allow?: string[];
   limits?: Limits;
   timeoutMs?: number;
+  /**
+   * Runs ask for an automatic checkpoint first (kernel/execute's checkpoint, PROTOCOL.md §10),
+   * so that each one can be undone; the daemon takes none when nothing changed since the last.
+   * Default true (setting cellbox.checkpointRuns).
+   */
+  checkpointRuns?: boolean;
 }
 
 /** What ran and where: a document's path, language, lines, and the 0-based range that ran. */
@@ -243,7 +251,7 @@ export class Session {
     try {
       const res = await this.client.request(
         Methods.KernelExecute,
-        { kernelId: k.kernelId, code: r.code, executionId: id, source: { path: r.path, line: r.firstLine + 1 }, allowStdin: true, timeoutMs: this.opts.timeoutMs },
+        { kernelId: k.kernelId, code: r.code, executionId: id, source: { path: r.path, line: r.firstLine + 1 }, allowStdin: true, timeoutMs: this.opts.timeoutMs, checkpoint: this.checkpointRuns },
         token,
       );
       this.model.finish(id, res);
@@ -259,6 +267,65 @@ export class Session {
       this._onModel.fire([ex]);
       return { execution: ex };
     }
+  }
+
+  /**
+   * Whether runs ask for an automatic checkpoint first: only in an overlay workspace of the
+   * folder (what the checkpoint keeps is the overlay's upper layer, so it costs the files that
+   * changed since the one before).
+   */
+  get checkpointRuns(): true | undefined {
+    return this.opts.checkpointRuns !== false && !!this.opts.root && (this.opts.workspaceMode ?? "overlay") === "overlay" ? true : undefined;
+  }
+
+  /** The workspace, or an error that says why there is none. */
+  async requireWorkspace(): Promise<WorkspaceInfo> {
+    const ws = await this.ensureWorkspace();
+    if (!ws) throw new Error("cellbox: no workspace (cellbox.workspaceMode is none or no folder is open)");
+    return ws;
+  }
+
+  /** workspace/executions: what each recent execution of the workspace changed, oldest first (those that changed files). */
+  async executions(): Promise<ExecutionRecord[]> {
+    const ws = this.workspace ?? (await this.ensureWorkspace());
+    if (!ws) return [];
+    const res = await this.client.request(Methods.WorkspaceExecutions, { workspaceId: ws.workspaceId });
+    // A record may hold only a checkpoint (a run that changed nothing): not worth listing.
+    return (res.executions ?? []).filter((r) => r.filesChanged?.length || r.more);
+  }
+
+  /** Restores a checkpoint of the workspace (the one before an execution: undoes it). */
+  async restore(checkpointId: string): Promise<void> {
+    const ws = await this.requireWorkspace();
+    await this.client.request(Methods.WorkspaceRestore, { workspaceId: ws.workspaceId, checkpointId });
+  }
+
+  /** workspace/exportGit: a commit of the changes on `branch` of the project's repository. */
+  async exportGit(branch: string, opts: { message?: string; force?: boolean; paths?: string[] } = {}): Promise<WorkspaceExportGitResult> {
+    const ws = await this.requireWorkspace();
+    return this.client.request(Methods.WorkspaceExportGit, { workspaceId: ws.workspaceId, branch, ...opts });
+  }
+
+  /** workspace/exportPatch: the changes as one patch that `git apply` takes. */
+  async exportPatch(paths?: string[]): Promise<{ patch: string; files: number }> {
+    const ws = await this.requireWorkspace();
+    return this.client.request(Methods.WorkspaceExportPatch, { workspaceId: ws.workspaceId, paths });
+  }
+
+  /** workspace/fork: a new workspace that starts with a copy of this one's changes. */
+  async fork(name?: string): Promise<WorkspaceInfo> {
+    const ws = await this.requireWorkspace();
+    return this.client.request(Methods.WorkspaceFork, { workspaceId: ws.workspaceId, name: name || undefined });
+  }
+
+  /**
+   * Makes another workspace (a fork) this session's: files' kernels start there from now on
+   * (the kernels of the workspace before keep running; Pick Kernel lists them).
+   */
+  useWorkspace(ws: WorkspaceInfo) {
+    this.workspace = ws;
+    this.kernels.clear();
+    this._onKernels.fire();
   }
 
   /** The kernels of this session, for interrupt/restart/shutdown. */

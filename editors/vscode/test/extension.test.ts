@@ -42,8 +42,12 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
     await s.run({ path: join(e.project, "w.py"), language: "python", code: "open('b.txt', 'w').write('b')", firstLine: 0, lastLine: 0 });
     await until(() => /python: idle/.test(status.text), 20000, `kernel in status, got ${status.text}`);
     await fake.commands.executeCommand("cellbox.scm.refresh");
-    assert.deepEqual(sc.groups[0].resourceStates.map((r: any) => r.change.path), ["b.txt"]);
+    assert.deepEqual(sc.groups.flatMap((g: any) => g.resourceStates).map((r: any) => r.change.path), ["b.txt"]);
     assert.equal(sc.count, 1);
+    // In the group of the execution that wrote it (workspace/executions), which can be undone.
+    const g = sc.groups.find((x: any) => x.resourceStates.length);
+    assert.match(g.id, /^exec-undo:/);
+    assert.match(g.label, /^Execution 1 \(python\)/);
 
     // An R file: besides cellbox's own r, the picker offers the host's IRkernel as jupyter:ir.
     const ir = s.languages.find((l) => l.id === "jupyter:ir");

@@ -139,13 +139,27 @@ export class FakeNotebookController {
   dispose() {}
 }
 
-export const created = { controllers: [] as FakeNotebookController[], sourceControls: [] as any[], warnings: [] as string[], infos: [] as string[], treeViews: [] as any[], quickPicks: [] as any[][] };
+export const created = { controllers: [] as FakeNotebookController[], sourceControls: [] as any[], warnings: [] as string[], infos: [] as string[], treeViews: [] as any[], quickPicks: [] as any[][], cellStatusBars: [] as any[], documents: [] as any[], shown: [] as any[], modals: [] as string[] };
+
+export enum NotebookCellStatusBarAlignment {
+  Left = 1,
+  Right = 2,
+}
+export class NotebookCellStatusBarItem {
+  tooltip?: string;
+  command?: any;
+  constructor(readonly text: string, readonly alignment: NotebookCellStatusBarAlignment) {}
+}
 
 export const notebooks = {
   createNotebookController(id: string, type: string, label: string) {
     const c = new FakeNotebookController(id, type, label);
     created.controllers.push(c);
     return c;
+  },
+  registerNotebookCellStatusBarItemProvider(type: string, provider: unknown) {
+    created.cellStatusBars.push({ type, provider });
+    return new Disposable(() => {});
   },
 };
 
@@ -161,7 +175,17 @@ export const scm = {
       quickDiffProvider: undefined as unknown,
       groups: [] as any[],
       createResourceGroup(gid: string, glabel: string) {
-        const g = { id: gid, label: glabel, resourceStates: [] as any[], hideWhenEmpty: false, dispose() {} };
+        const g = {
+          id: gid,
+          label: glabel,
+          resourceStates: [] as any[],
+          hideWhenEmpty: false,
+          disposed: false,
+          dispose() {
+            g.disposed = true;
+            sc.groups.splice(sc.groups.indexOf(g), 1);
+          },
+        };
         sc.groups.push(g);
         return g;
       },
@@ -176,6 +200,7 @@ export const window = {
   /** Records the message; answers with answerWarning's choice among the items (none: dismissed). */
   showWarningMessage(msg: string, ...items: any[]) {
     created.warnings.push(msg);
+    if (items[0] && typeof items[0] === "object" && items[0].modal) created.modals.push(msg);
     const actions = items.filter((i) => typeof i === "string");
     return Promise.resolve(actions.length ? answerWarning(msg, actions) : undefined);
   },
@@ -183,9 +208,16 @@ export const window = {
     created.warnings.push(msg);
     return Promise.resolve(undefined);
   },
-  showInformationMessage(msg: string) {
+  /** Records the message; answers with answerInfo's choice among the items (none: dismissed). */
+  showInformationMessage(msg: string, ...items: any[]) {
     created.infos.push(msg);
-    return Promise.resolve(undefined);
+    const actions = items.filter((i) => typeof i === "string");
+    return Promise.resolve(actions.length ? answerInfo(msg, actions) : undefined);
+  },
+  /** Records the document shown (a Uri or a document). */
+  showTextDocument(d: any, opts?: unknown) {
+    created.shown.push({ d, opts });
+    return Promise.resolve({ document: d });
   },
   /** A TreeView that records its message and description; visible unless a test says not. */
   createTreeView(id: string, opts: { treeDataProvider: unknown }) {
@@ -206,6 +238,11 @@ export let answerWarning: (msg: string, actions: string[]) => string | undefined
 export function setWarningAnswer(f: typeof answerWarning) {
   answerWarning = f;
 }
+/** The fake user's answer to a showInformationMessage with actions (a test sets it). */
+export let answerInfo: (msg: string, actions: string[]) => string | undefined = () => undefined;
+export function setInfoAnswer(f: typeof answerInfo) {
+  answerInfo = f;
+}
 /** The fake user's text in the next showInputBox (undefined: cancelled). */
 export let inputBoxValue: (opts: any) => string | undefined = () => undefined;
 export function setInputBox(f: typeof inputBoxValue) {
@@ -225,7 +262,18 @@ export enum QuickPickItemKind {
   Default = 0,
 }
 
-export const workspace = { notebookDocuments: [] as any[] };
+export const workspace = {
+  notebookDocuments: [] as any[],
+  /** An untitled document with content and language, recorded in created.documents. */
+  openTextDocument(o: { content?: string; language?: string } | Uri) {
+    const doc = o instanceof Uri ? { uri: o } : { uri: Uri.from({ scheme: "untitled", path: `/Untitled-${created.documents.length + 1}` }), languageId: o.language, getText: () => o.content ?? "" };
+    created.documents.push(doc);
+    return Promise.resolve(doc);
+  },
+};
+/** What was copied to the clipboard. */
+export const clipboard: string[] = [];
+export const env = { clipboard: { writeText: (t: string) => (clipboard.push(t), Promise.resolve()) } };
 
 export enum TreeItemCollapsibleState {
   None = 0,

@@ -8,7 +8,7 @@ import { readFileSync, existsSync } from "node:fs";
 import { CellboxClient } from "../src/client";
 import { Methods } from "../../protocol/protocol";
 import { Session } from "../src/session";
-import { CellboxScm, SandboxContentProvider, CheckpointsProvider, sandboxUri, unquotePath } from "../src/scm";
+import { CellboxScm, SandboxContentProvider, CheckpointsProvider, CheckpointItem, sandboxUri, unquotePath } from "../src/scm";
 import { tempEnv, connectStdio, Env } from "./helpers";
 
 let e: Env;
@@ -44,7 +44,8 @@ test("changes made by code in the sandbox are listed, diffed, committed per file
   const kinds = Object.fromEntries(changes.map((x) => [x.path, x.kind]));
   assert.deepEqual(kinds, { "data.csv": "modified", "new.txt": "added", "keep.txt": "modified", "gone.txt": "deleted" });
   assert.equal(scm.scm.count, 4);
-  const states = scm.group.resourceStates as any[];
+  // Every entry, whichever group (the execution that wrote them) they are in.
+  const states = scm.states as any[];
   assert.equal(states.length, 4);
   const csv = states.find((x) => x.change.path === "data.csv");
   assert.equal(csv.resourceUri.fsPath, join(e.project, "data.csv"));
@@ -61,7 +62,8 @@ test("changes made by code in the sandbox are listed, diffed, committed per file
   // A checkpoint before committing, listed in the tree.
   const tree = new CheckpointsProvider(() => s);
   await c.request(Methods.WorkspaceCheckpoint, { workspaceId: s.workspace!.workspaceId, name: "before commit" });
-  const items = await tree.getChildren();
+  // The user's checkpoints (the automatic ones are under a node of their own).
+  const items = (await tree.getChildren()).filter((x) => x instanceof CheckpointItem);
   assert.equal(items.length, 1);
   assert.equal(items[0].label, "before commit");
   assert.match(String(items[0].description), /files/);
@@ -73,7 +75,7 @@ test("changes made by code in the sandbox are listed, diffed, committed per file
   assert.deepEqual(scm.changes.map((x) => x.path).sort(), ["gone.txt", "keep.txt", "new.txt"]);
 
   // Commit the added file by its state, then discard all the rest.
-  await scm.commit([(scm.group.resourceStates as any[]).find((x) => x.change.path === "new.txt")]);
+  await scm.commit([(scm.states as any[]).find((x) => x.change.path === "new.txt")]);
   assert.equal(readFileSync(join(e.project, "new.txt"), "utf8"), "fresh\n");
   const d = await scm.discard();
   assert.deepEqual(d.discarded.sort(), ["gone.txt", "keep.txt"]);

@@ -7,7 +7,8 @@
 --   run.lua        running lines, selections, cells and files
 --   output.lua     output under the code, diagnostics, the output float
 --   complete.lua   omnifunc, complete() and inspect()
---   workspace.lua  reviewing the workspace: changes, diff, commit, discard, checkpoints
+--   workspace.lua  reviewing the workspace: changes, diff, commit, discard, checkpoints, what
+--                  each execution changed and undoing it, export to git or a patch, fork
 --   terminal.lua   :CellboxTerminal
 --   network.lua    the sandbox's network: blocked connections, :CellboxAllow, :CellboxNetwork
 --   install.lua    :CellboxInstall
@@ -57,6 +58,11 @@ local default_config = {
   limits = nil,
   -- Per-execution timeout in ms (nil: the kernel's default).
   timeout_ms = nil,
+  -- Take an automatic checkpoint before each run (overlay workspace), so that :CellboxUndo can
+  -- restore the files to how they were before it; nothing is taken when nothing changed.
+  checkpoint_runs = true,
+  -- Say in a message which files a run changed (the line under its output says it anyway).
+  notify_files_changed = true,
   -- Virtual lines shown under the code that ran; more are in :CellboxOutput.
   virt_lines = 6,
   -- Where images (image/png, image/svg+xml) are saved.
@@ -119,7 +125,7 @@ M.complete = complete.complete
 M.inspect = complete.inspect
 
 -- Reviewing the workspace, and the terminal.
-for _, name in ipairs({ "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore" }) do
+for _, name in ipairs({ "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore", "executions", "executions_qf", "undo", "export_git", "export_patch", "fork" }) do
   M[name] = workspace[name]
 end
 M.terminal = terminal.terminal

@@ -89,6 +89,10 @@ function M.render(exec)
     -- Always say that output was dropped, even when the virtual lines are cut short.
     table.insert(virt, { { "  " .. lines[#lines][1], lines[#lines][2] } })
   end
+  if exec.files_line then
+    -- The files the execution changed, always shown (like a truncation note).
+    table.insert(virt, { { "  ↳ " .. exec.files_line, "CellboxInfo" } })
+  end
   local opts = { id = exec.mark, virt_text = { util.status_chunk(exec) }, virt_text_pos = "eol" }
   if #virt > 0 then
     opts.virt_lines = virt
@@ -146,6 +150,9 @@ function M.show_output(exec, opts)
   local lines = util.render_lines(exec, config)
   local header = util.status_chunk(exec)
   table.insert(lines, 1, { header[1], header[2] })
+  if exec.files_line then
+    table.insert(lines, { exec.files_line, "CellboxInfo" })
+  end
   return util.open_float(lines, config.float, opts.enter ~= false, "cellbox-output")
 end
 

@@ -43,6 +43,14 @@ local function finish(exec, err, res)
     exec.result = res or {}
     exec.status = exec.result.status or "ok"
     exec.count = exec.result.executionCount
+    -- What it wrote (PROTOCOL.md §10): a line under its output, and a message.
+    local what = util.describe_files(exec.result.filesChanged, exec.result.filesChangedMore)
+    if what ~= "" then
+      exec.files_line = util.execution_title({ executionCount = exec.count, executionId = exec.id }) .. " " .. what
+      if session.config().notify_files_changed ~= false then
+        session.notify(exec.files_line .. (exec.result.checkpoint and " (:CellboxUndo undoes it)" or ""))
+      end
+    end
   end
   local error = exec.result.error
   if error and exec.status ~= "interrupted" and exec.status ~= "aborted" then
@@ -116,6 +124,9 @@ function M.run_range(buf, s, e, opts)
     source = { path = exec.path, line = s + 1 },
     allowStdin = true,
     timeoutMs = session.config().timeout_ms,
+    -- An automatic checkpoint first, so that :CellboxUndo can undo what the run writes (none is
+    -- taken when nothing changed since the last one); only in an overlay workspace.
+    checkpoint = (session.config().checkpoint_runs ~= false and state.workspace and state.workspace.mode == "overlay") or nil,
   }
   exec.request_id = state.client:request(methods.KernelExecute, params, function(err, res)
     finish(exec, err, res)

@@ -295,4 +295,48 @@ function M.open_float(lines, fopts, enter, ft)
   return buf, win
 end
 
+-- What executions changed (PROTOCOL.md §10) ----------------------------------------------------
+
+--- A path as a summary names it: "a.py (new)" for one the execution created.
+function M.file_label(f)
+  return f.kind == "added" and (f.path .. " (new)") or f.path
+end
+
+--- "wrote a.py (new), b.txt, deleted c.txt and 3 more" (at most max paths named, default 5);
+--- "" when nothing changed.
+function M.describe_files(files, more, max)
+  files = files or {}
+  max = max or 5
+  local wrote, deleted = {}, {}
+  for _, f in ipairs(files) do
+    table.insert(f.kind == "deleted" and deleted or wrote, f)
+  end
+  local parts, named = {}, 0
+  for _, g in ipairs({ { "wrote", wrote }, { "deleted", deleted } }) do
+    local names = {}
+    for _, f in ipairs(g[2]) do
+      if named >= max then
+        break
+      end
+      named = named + 1
+      table.insert(names, M.file_label(f))
+    end
+    if #names > 0 then
+      table.insert(parts, g[1] .. " " .. table.concat(names, ", "))
+    end
+  end
+  local hidden = #files - named + ((more and more > 0) and more or 0)
+  local text = table.concat(parts, ", ")
+  if text == "" then
+    return hidden > 0 and ("changed " .. hidden .. " files") or ""
+  end
+  return hidden > 0 and (text .. " and " .. hidden .. " more") or text
+end
+
+--- "execution 7 (python)": an execution (a record of workspace/executions, or a result).
+function M.execution_title(r)
+  local n = (r.executionCount and r.executionCount > 0) and ("execution " .. r.executionCount) or ("execution " .. tostring(r.executionId))
+  return (r.language and r.language ~= "") and (n .. " (" .. r.language .. ")") or n
+end
+
 return M
