@@ -31,7 +31,7 @@ import (
 // without closing the connection is noticed too.
 type Client struct {
 	rpc  jsonrpc2.Conn
-	tr   *wsTransport
+	tr   clientLink
 	log  *slog.Logger
 	caps protocol.ServerCapabilities
 
@@ -104,8 +104,16 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("dial daemon: %w", err)
 	}
 	o.Logger.Debug("connected to daemon", "pid", info.PID, "url", redactToken(info.URL))
-	c := newClient(ws, o)
+	c := newClient(wsLink{newWSTransport(ws, clientMaxMessageBytes)}, o)
+	if err := c.initialize(ctx, o); err != nil {
+		return nil, fmt.Errorf("dial daemon pid %d: %w", info.PID, err)
+	}
+	return c, nil
+}
 
+// initialize completes initialize and initialized; on failure the client
+// is closed.
+func (c *Client) initialize(ctx context.Context, o ClientOptions) error {
 	params := protocol.InitializeParams{ProtocolVersion: protocol.Version, Capabilities: &o.Capabilities}
 	if o.ClientInfo.Name != "" {
 		params.ClientInfo = &o.ClientInfo
@@ -113,20 +121,23 @@ func Dial(ctx context.Context, o ClientOptions) (*Client, error) {
 	var res protocol.InitializeResult
 	if err := c.Call(ctx, protocol.MethodInitialize, params, &res); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("dial daemon pid %d: %w", info.PID, err)
+		return err
 	}
 	c.caps = res.Capabilities
 	if err := c.Notify(ctx, protocol.MethodInitialized, protocol.InitializedParams{}); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("dial daemon pid %d: %w", info.PID, err)
+		return err
 	}
-	return c, nil
+	return nil
 }
 
-// newClient runs the JSON-RPC connection over ws.
-func newClient(ws *websocket.Conn, o ClientOptions) *Client {
+// newClient runs the JSON-RPC connection over tr.
+func newClient(tr clientLink, o ClientOptions) *Client {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	c := &Client{
-		tr:        newWSTransport(ws, clientMaxMessageBytes),
+		tr:        tr,
 		log:       o.Logger,
 		onNotify:  o.OnNotify,
 		onRequest: o.OnRequest,
@@ -134,21 +145,38 @@ func newClient(ws *websocket.Conn, o ClientOptions) *Client {
 		pingStop:  make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.wg.Go(func() { c.tr.pingLoop(c.pingStop) })
-	c.rpc = jsonrpc2.NewConn(newStream(&clientTransport{wsTransport: c.tr, ended: c.end}, nil))
+	c.wg.Go(func() { c.tr.keepAlive(c.pingStop) })
+	c.rpc = jsonrpc2.NewConn(newStream(&clientTransport{clientLink: c.tr, ended: c.end}, nil))
 	c.rpc.Go(c.ctx, c.handle)
 	return c
 }
 
-// clientTransport is the daemon's websocket transport, telling the client
-// when reading has ended: the connection is gone.
+// clientLink is what a Client speaks over: the daemon's websocket, or an
+// in-process pipe (Daemon.DialInProcess).
+type clientLink interface {
+	transport
+	// keepAlive pings the daemon until stop is closed (websocket).
+	keepAlive(stop <-chan struct{})
+	// goodbye ends the connection cleanly: a close frame after what is
+	// queued (websocket), or closing the pipe.
+	goodbye()
+}
+
+// wsLink is the daemon's websocket transport on the client side.
+type wsLink struct{ *wsTransport }
+
+func (l wsLink) keepAlive(stop <-chan struct{}) { l.pingLoop(stop) }
+func (l wsLink) goodbye()                       { l.closeWith(websocket.CloseNormalClosure, "") }
+
+// clientTransport is the client's link, telling the client when reading
+// has ended: the connection is gone.
 type clientTransport struct {
-	*wsTransport
+	clientLink
 	ended func(error)
 }
 
 func (t *clientTransport) readFrame() ([]byte, error) {
-	frame, err := t.wsTransport.readFrame()
+	frame, err := t.clientLink.readFrame()
 	var fe *FrameError
 	if err != nil && !errors.As(err, &fe) { // a FrameError skips one frame
 		t.ended(err)
@@ -165,7 +193,7 @@ func (c *Client) end(err error) {
 		close(c.done)
 		var ce *websocket.CloseError
 		switch {
-		case errors.Is(err, net.ErrClosed):
+		case errors.Is(err, net.ErrClosed), c.closed.Load():
 		case errors.As(err, &ce) && ce.Code == websocket.CloseNormalClosure:
 			c.log.Debug("daemon closed the connection", "reason", ce.Text)
 		default:
@@ -287,7 +315,7 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		c.tr.closeWith(websocket.CloseNormalClosure, "")
+		c.tr.goodbye()
 		select {
 		case <-c.done:
 		case <-time.After(closeWait):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -64,8 +65,9 @@ type Daemon struct {
 	watches   watchSet // fs/watch, see fs_watch.go
 	connSeq   atomic.Uint64
 
-	mu    sync.Mutex // guards conns
+	mu    sync.Mutex // guards conns and extra
 	conns map[*conn]struct{}
+	extra map[string]http.Handler // HandleHTTP's, by pattern
 }
 
 // New returns a Daemon.

@@ -21,14 +21,19 @@ import (
 )
 
 // Handler is the HTTP side of the daemon (PROTOCOL.md §1): /rpc (websocket),
-// /healthz, /metrics and the browser client at /. Every request must pass
-// the Origin check and carry the token.
+// /healthz, /metrics, the browser client at /, and what HandleHTTP added
+// (/mcp). Every request must pass the Origin check and carry the token.
 func (d *Daemon) Handler(ctx context.Context) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /rpc", func(w http.ResponseWriter, r *http.Request) { d.serveWebsocket(ctx, w, r) })
 	mux.HandleFunc("GET /healthz", d.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /{$}", d.serveUI) // ui.go
+	d.mu.Lock()
+	for pattern, h := range d.extra { // inproc.go
+		mux.Handle(pattern, h)
+	}
+	d.mu.Unlock()
 	return d.guard(mux)
 }
 

@@ -15,6 +15,7 @@ func TestImportDirection(t *testing.T) {
 		"protocol":                      {},
 		"protocol/gen":                  {},
 		"rpc":                           {"protocol", "kernel", "pty", "workspace", "workspace/network"}, // network: the Blocked it forwards
+		"rpc/mcp":                       {"protocol"},                                                    // a client of the daemon: it speaks the protocol, never below
 		"kernel":                        {"workspace", "protocol", "kernel/jupyter", "kernel/drivers/jupyterbridge", "kernel/drivers/sqldriver", "kernel/drivers/godriver"},
 		"kernel/jupyter":                {"protocol"},
 		"kernel/drivers/jupyterbridge":  {"kernel/jupyter", "workspace/sandbox", "kernel/drivers/driverio"}, // an entry of the binary inside a sandbox

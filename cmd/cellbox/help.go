@@ -12,6 +12,7 @@ Usage:
   cellbox serve --listen 127.0.0.1:8765   websocket + HTTP daemon; prints the URL with its token
   cellbox serve --stdio                   one client on stdin/stdout (LSP framing)
   cellbox connect                         bridge stdio to your long-lived daemon, starting it if needed
+  cellbox mcp                             an MCP server for coding agents over your daemon (stdio)
   cellbox exec -- PROGRAM [ARGS...]       run one program in a sandboxed workspace of the current directory
   cellbox run-agent [--allow HOST] -- CMD  run an agent CLI in a terminal of that workspace's sandbox, over the daemon
   cellbox changes                         the changes of the workspace of the current directory (A/M/D PATH)
@@ -49,6 +50,8 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printServeHelp(stdout)
 	case "connect":
 		printConnectHelp(stdout)
+	case "mcp":
+		printMCPHelp(stdout)
 	case "exec":
 		printExecHelp(stdout)
 	case "run-agent":

@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServe(ctx, rest, stdin, stdout, stderr)
 	case "connect":
 		return runConnect(ctx, rest, stdin, stdout, stderr)
+	case "mcp":
+		return runMCP(ctx, rest, stdin, stdout, stderr)
 	case "exec":
 		return runExec(ctx, rest, stdin, stdout, stderr)
 	case "run-agent":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,8 +20,10 @@ import (
 
 	"github.com/cellbox-dev/cellbox/editors/browser"
 	"github.com/cellbox-dev/cellbox/kernel"
+	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/pty"
 	"github.com/cellbox-dev/cellbox/rpc"
+	"github.com/cellbox-dev/cellbox/rpc/mcp"
 	"github.com/cellbox-dev/cellbox/workspace"
 	"github.com/cellbox-dev/cellbox/workspace/network"
 	"github.com/cellbox-dev/cellbox/workspace/packages"
@@ -46,6 +49,7 @@ type serveConfig struct {
 	pypiIndex       string
 	npmRegistry     string
 	upstreamProxy   string
+	mcpAllowCommit  bool
 }
 
 func serveFlags(cfg *serveConfig) *flag.FlagSet {
@@ -68,6 +72,7 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.pypiIndex, "pypi-index", "", "the simple index (`URL`) the package cache fetches Python packages from (default: pip's configuration, else https://pypi.org/simple/)")
 	fs.StringVar(&cfg.npmRegistry, "npm-registry", "", "the npm registry (`URL`) the package cache fetches from (default: npm's configuration, else https://registry.npmjs.org/)")
 	fs.StringVar(&cfg.upstreamProxy, "upstream-proxy", "", "an HTTP proxy (`URL`, http://[user:pass@]host:port) the sandboxes' allowlisted connections and the package cache go through; never taken from HTTP_PROXY and the like")
+	fs.BoolVar(&cfg.mcpAllowCommit, "mcp-allow-commit", false, "let the agents of /mcp (--listen) copy their changes into the project with the commit tool")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
@@ -178,7 +183,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		log.Debug("serving on stdio")
 		return d.ServeStdio(ctx, stdin, stdout) // the deferred Close ends every sandbox
 	}
-	if err := serveListen(ctx, d, &cfg, log, stdout); err != nil {
+	if err := serveListen(ctx, d, &cfg, cwd, log, stdout); err != nil {
 		log.Error("serve failed", "err", err)
 		return 1
 	}
@@ -187,10 +192,25 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 // serveListen is `serve --listen`: websocket + HTTP, the token printed once
 // as a URL and kept in the 0600 runtime file until a clean exit.
-func serveListen(ctx context.Context, d *rpc.Daemon, cfg *serveConfig, log *slog.Logger, stdout io.Writer) error {
+func serveListen(ctx context.Context, d *rpc.Daemon, cfg *serveConfig, cwd string, log *slog.Logger, stdout io.Writer) error {
 	if err := checkBind(cfg.listen, cfg.allowRemote); err != nil {
 		return err
 	}
+	// MCP over Streamable HTTP (PROTOCOL.md §10), each session on an
+	// in-process connection of its own; the workspace is the daemon's
+	// directory unless the client's URL names another.
+	agents := mcp.New(mcp.Options{
+		Dial: func(_ context.Context, notify func(string, json.RawMessage)) (mcp.Conn, error) {
+			return d.DialInProcess(ctx, rpc.ClientOptions{Logger: log, OnNotify: notify,
+				ClientInfo: protocol.ClientInfo{Name: "cellbox mcp (http)", Version: cellboxVersion()}})
+		},
+		Root:        cwd,
+		AllowCommit: cfg.mcpAllowCommit,
+		Version:     cellboxVersion(),
+		Logger:      log.With("component", "mcp"),
+	})
+	defer agents.Close()
+	d.HandleHTTP("/mcp", agents.HTTPHandler())
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
