@@ -108,7 +108,7 @@ func runRunAgent(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if err != nil {
 		return fail(fmt.Errorf("find own executable: %w", err))
 	}
-	a := &agentTerm{out: stdout, exit: make(chan protocol.PtyExitParams, 1)}
+	a := &agentTerm{out: stdout, exit: make(chan protocol.PtyExitParams, 1), wake: make(chan struct{}, 1)}
 	c, err := rpc.Dial(ctx, rpc.ClientOptions{
 		StateDir: cfg.stateDir, Executable: exe, ServeArgs: []string{"--log-level", cfg.logLevel}, Logger: log,
 		ClientInfo: protocol.ClientInfo{Name: "cellbox run-agent", Version: cellboxVersion()},
@@ -146,17 +146,16 @@ func runRunAgent(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		}
 	}
 	var open protocol.PtyOpenResult
-	a.mu.Lock() // output may come before the answer: held until ptyID is set
 	err = c.Call(ctx, protocol.MethodPtyOpen, protocol.PtyOpenParams{
 		WorkspaceID: ws.WorkspaceID, Command: argv, Cols: cols, Rows: rows, Env: env,
 		Encoding: protocol.EncodingBase64, Network: network, Allow: allow,
 	}, &open)
-	a.ptyID = open.PtyID
-	a.mu.Unlock()
 	if err != nil {
 		return fail(err)
 	}
-	a.flush()
+	// Output may have come before the answer: the consumer starts now.
+	a.ptyID = open.PtyID
+	go a.consume()
 
 	if tty {
 		if old, err := xterm.MakeRaw(int(inFile.Fd())); err == nil {
@@ -237,43 +236,54 @@ func agentNetworkAndEnv(argv0 string, allow, envFlags []string, getenv func(stri
 
 // agentTerm carries the agent's terminal between the daemon and this one.
 type agentTerm struct {
-	c    *rpc.Client
-	out  io.Writer
-	exit chan protocol.PtyExitParams
+	c     *rpc.Client
+	out   io.Writer
+	exit  chan protocol.PtyExitParams
+	ptyID string // set before consume starts
 
-	mu      sync.Mutex // guards the fields below
-	ptyID   string
-	pending []json.RawMessage // pty/output and pty/exit before pty/open answered
+	mu      sync.Mutex    // guards pending
+	pending []agentNote   // notifications not handled yet, in order
+	wake    chan struct{} // capacity 1: pending has more
 }
 
-// notify takes the daemon's notifications (on its read goroutine).
+type agentNote struct {
+	method string
+	params json.RawMessage
+}
+
+// notify takes the daemon's notifications on its read goroutine, which
+// must never wait (pty/open's answer comes through it too): they queue for
+// consume, in order.
 func (a *agentTerm) notify(method string, params json.RawMessage) {
 	if method != protocol.MethodPtyOutput && method != protocol.MethodPtyExit {
 		return
 	}
 	a.mu.Lock()
-	if a.ptyID == "" {
-		a.pending = append(a.pending, append(json.RawMessage(method+"\n"), params...))
+	a.pending = append(a.pending, agentNote{method, params})
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// consume handles the queued notifications, in order, until the exit.
+func (a *agentTerm) consume() {
+	for range a.wake {
+		a.mu.Lock()
+		notes := a.pending
+		a.pending = nil
 		a.mu.Unlock()
-		return
-	}
-	a.mu.Unlock()
-	a.handle(method, params)
-}
-
-// flush handles what came before pty/open answered.
-func (a *agentTerm) flush() {
-	a.mu.Lock()
-	pending := a.pending
-	a.pending = nil
-	a.mu.Unlock()
-	for _, p := range pending {
-		method, params, _ := strings.Cut(string(p), "\n")
-		a.handle(method, json.RawMessage(params))
+		for _, n := range notes {
+			if a.handle(n.method, n.params) {
+				return
+			}
+		}
 	}
 }
 
-func (a *agentTerm) handle(method string, params json.RawMessage) {
+// handle writes an output or passes on the exit (and says so).
+func (a *agentTerm) handle(method string, params json.RawMessage) (exited bool) {
 	switch method {
 	case protocol.MethodPtyOutput:
 		var o protocol.PtyOutputParams
@@ -283,20 +293,18 @@ func (a *agentTerm) handle(method string, params json.RawMessage) {
 		if b, err := base64.StdEncoding.DecodeString(o.Data); err == nil {
 			_, _ = a.out.Write(b)
 		}
-		// Acknowledged from another goroutine: a call waits for its answer,
-		// which this read goroutine delivers.
+		// Acknowledged without waiting for the answer: the output goes on.
 		go func() {
 			_ = a.c.Call(context.Background(), protocol.MethodPtyAck, protocol.PtyAckParams{PtyID: o.PtyID, Seq: o.Seq}, nil)
 		}()
 	case protocol.MethodPtyExit:
 		var e protocol.PtyExitParams
 		if json.Unmarshal(params, &e) == nil && e.PtyID == a.ptyID {
-			select {
-			case a.exit <- e:
-			default:
-			}
+			a.exit <- e // capacity 1, sent once
+			return true
 		}
 	}
+	return false
 }
 
 // forward sends what the user types to the agent's terminal.

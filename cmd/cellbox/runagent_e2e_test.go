@@ -38,6 +38,14 @@ func TestRunAgent(t *testing.T) {
 	}
 	d.cellbox(t, project, "changes").want(t, "cellbox changes after run-agent", 0, "A agent.txt\nD keep.txt\n")
 
+	// A command that ends at once (its exit may come before pty/open's
+	// answer): its status, every time.
+	for i := 0; i < 5; i++ {
+		if r := d.cellbox(t, project, "run-agent", "--", "sh", "-c", "echo quick; exit 7"); r.code != 7 || !strings.Contains(r.stdout, "quick") {
+			t.Fatalf("run-agent of a quick command: %+v", r)
+		}
+	}
+
 	// No command: a usage error.
 	if r := d.cellbox(t, project, "run-agent"); r.code != 2 || !strings.Contains(r.stderr, "give the agent's command after --") {
 		t.Fatalf("run-agent without a command: %+v", r)
