@@ -90,8 +90,9 @@ func (m *Manager) untrack(w *Workspace) {
 
 // Tracker records the paths of a workspace that change from Track to End.
 type Tracker struct {
-	w *Workspace
-	h *watchHub
+	w     *Workspace
+	h     *watchHub
+	start string // its first barrier
 
 	// The fields below belong to the hub's goroutine (add, under h.mu)
 	// until End has removed the tracker from the hub.
@@ -110,13 +111,16 @@ type tracked struct {
 // returns nil (and End then reports nothing) when the workspace cannot be
 // watched: attribution is never a reason for an execution to fail.
 func (w *Workspace) Track() *Tracker {
+	w.m.hubsMu.Lock()
+	// Checked under hubsMu: a workspace that closes drops its hub
+	// (CloseWatches) after it is marked closed.
 	w.mu.Lock()
 	closed := w.closed
 	w.mu.Unlock()
 	if closed {
+		w.m.hubsMu.Unlock()
 		return nil
 	}
-	w.m.hubsMu.Lock()
 	h := w.m.hubs[w]
 	if h == nil {
 		var err error
@@ -136,7 +140,7 @@ func (w *Workspace) Track() *Tracker {
 	start := "sync-" + strconv.FormatUint(w.track.next, 10)
 	w.m.hubsMu.Unlock()
 
-	t := &Tracker{w: w, h: h, paths: make(map[string]*tracked)}
+	t := &Tracker{w: w, h: h, start: start, paths: make(map[string]*tracked)}
 	h.mu.Lock()
 	h.syncs[start] = func() { h.recs[t] = struct{}{} } // the hub's goroutine, under h.mu
 	h.mu.Unlock()
@@ -257,6 +261,9 @@ func (t *Tracker) End() ([]protocol.PathChange, int) {
 		}
 	}
 	h.mu.Lock()
+	// The first barrier too: a hub far behind (or that lost it in an
+	// overflow) must not start recording for a tracker that has ended.
+	delete(h.syncs, t.start)
 	delete(h.syncs, end)
 	delete(h.recs, t)
 	h.mu.Unlock()
@@ -299,6 +306,11 @@ func (t *Tracker) End() ([]protocol.PathChange, int) {
 // (and drops) syncs[name] when its event comes through the queue. The file
 // is removed at once: its creation is the event.
 func (h *watchHub) barrier(name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return fmt.Errorf("watch barrier %s: %w: the workspace's watch ended", name, ErrClosed)
+	}
 	fd, err := unix.Openat(h.lfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("watch barrier %s: %w", name, err)

@@ -78,6 +78,8 @@ type watchHub struct {
 	// changes code makes, not the edits made to the project from outside.
 	recs  map[*Tracker]struct{}
 	syncs map[string]func() // barrier files of the links directory, by name
+	// released: lfd is closed; no barrier may be made.
+	released bool
 	// tracked keeps the hub while it has no watch: the workspace's
 	// executions are tracked (guarded by Manager.hubsMu).
 	tracked bool
@@ -163,9 +165,13 @@ func (h *watchHub) release() {
 			unix.Close(l.fd)
 		}
 	}
+	h.mu.Lock() // a tracker's barrier makes its file under h.mu (barrier)
+	h.released = true
 	if h.lfd >= 0 {
 		unix.Close(h.lfd)
+		h.lfd = -1
 	}
+	h.mu.Unlock()
 	if h.links != "" {
 		_ = os.Remove(h.links)
 	}
