@@ -67,7 +67,7 @@ func (p *Repo) Commit(ctx context.Context, changes []Change, o Options) (*Result
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	env := []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
+	env := []string{"GIT_INDEX_FILE=" + indexFile(tmp)}
 	t, err := p.build(ctx, tmp, env, head, changes)
 	if err != nil {
 		return nil, err

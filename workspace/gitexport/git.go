@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,9 +31,14 @@ type runner struct {
 	git  string              // the git executable
 	env  []string            // the base environment
 	cred *syscall.Credential // the repository's owner, when the daemon is root and the owner is not
-	// safe is the repository's top level, passed as safe.directory: the
-	// one directory git may trust whatever its owner.
+	// safe is the repository's top level, passed as safe.directory, when
+	// git runs as the owner of its .git (whose work tree may be another's:
+	// a checkout in a shared directory). A .git of another user is not
+	// trusted: git refuses it, as the user's own git would ("dubious
+	// ownership"), and runs none of its configured programs.
 	safe string
+	// owned: git runs as the owner of the .git (safe may be set).
+	owned bool
 }
 
 // newRunner finds git and the identity to run it as: the owner of gitPath
@@ -42,13 +48,15 @@ func newRunner(gitPath, safe string) (*runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: git is not installed (not found on PATH): %v", ErrInvalid, err)
 	}
-	r := &runner{git: exe, safe: safe}
+	r := &runner{git: exe}
 	home := os.Getenv("HOME")
+	var st syscall.Stat_t
+	if err := syscall.Stat(gitPath, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", gitPath, err)
+	}
+	r.owned = st.Uid == uint32(os.Geteuid()) || os.Geteuid() == 0
+	r.setSafe(safe)
 	if os.Geteuid() == 0 {
-		var st syscall.Stat_t
-		if err := syscall.Stat(gitPath, &st); err != nil {
-			return nil, fmt.Errorf("stat %s: %w", gitPath, err)
-		}
 		if st.Uid != 0 {
 			r.cred = &syscall.Credential{Uid: st.Uid, Gid: st.Gid, Groups: []uint32{}}
 			home = ""
@@ -131,7 +139,10 @@ func stderrOf(err error) string {
 
 // run runs c and returns its stdout (nil when c.out takes it).
 func (r *runner) run(ctx context.Context, c cmd) ([]byte, error) {
-	args := []string{"-c", "safe.directory=" + r.safe, "-c", "core.quotePath=true", "-c", "core.fsmonitor=false"}
+	args := []string{"-c", "core.quotePath=true", "-c", "core.fsmonitor=false"}
+	if r.safe != "" {
+		args = append([]string{"-c", "safe.directory=" + r.safe}, args...)
+	}
 	x := exec.CommandContext(ctx, r.git, append(args, c.args...)...)
 	x.Dir = c.dir
 	x.Env = append(append([]string(nil), r.env...), c.env...)
@@ -190,17 +201,46 @@ func (c *capped) Write(p []byte) (int, error) {
 }
 
 // privateDir makes a temporary directory for a private index or object
-// directory, owned by the identity git runs as.
+// directory. It stays the daemon's (0755): when git runs as the
+// repository's owner, only its subdirectory git/ (the index's, which git
+// writes) is given to that owner, so the owner cannot swap anything the
+// daemon itself writes below (the private work tree) for a symlink.
 func (r *runner) privateDir() (string, error) {
 	dir, err := os.MkdirTemp("", "cellbox-git-")
 	if err != nil {
 		return "", fmt.Errorf("make a private index directory: %w", err)
 	}
-	if r.cred != nil {
-		if err := os.Chown(dir, int(r.cred.Uid), int(r.cred.Gid)); err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("give %s to the repository's owner: %w", dir, err)
-		}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("make a private index directory: %w", err)
+	}
+	if err := r.ownedDir(filepath.Join(dir, "git")); err != nil {
+		os.RemoveAll(dir)
+		return "", err
 	}
 	return dir, nil
 }
+
+// ownedDir makes dir, owned by the identity git runs as.
+func (r *runner) ownedDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("make %s: %w", dir, err)
+	}
+	if r.cred != nil {
+		if err := os.Chown(dir, int(r.cred.Uid), int(r.cred.Gid)); err != nil {
+			return fmt.Errorf("give %s to the repository's owner: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// setSafe passes top as safe.directory when git runs as the .git's owner.
+func (r *runner) setSafe(top string) {
+	r.safe = ""
+	if r.owned {
+		r.safe = top
+	}
+}
+
+// indexFile is the private index of a privateDir.
+func indexFile(tmp string) string { return filepath.Join(tmp, "git", "index") }

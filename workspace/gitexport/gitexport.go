@@ -138,7 +138,7 @@ func Open(ctx context.Context, dir string) (*Repo, error) {
 	if !filepath.IsAbs(p.objects) {
 		p.objects = filepath.Join(real, p.objects)
 	}
-	r.safe = p.top
+	r.setSafe(p.top)
 	return p, nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 )
 
 // The tests run real git on repositories in temporary directories, with
@@ -645,4 +647,69 @@ func TestCommitAttributes(t *testing.T) {
 			t.Errorf("%s stored as %q, want %q", path, got, want)
 		}
 	}
+}
+
+// TestForeignRepositoryRefused: a daemon of one user is not tricked into
+// trusting a .git another user planted above its project (CVE-2022-24765's
+// case): git refuses it as the user's own git would, so none of its
+// configured programs (a filter's clean command here) runs. Root sets it
+// up; the export runs as CELLBOX_TEST_USER (TestForeignRepositoryAsUser).
+func TestForeignRepositoryRefused(t *testing.T) {
+	setup(t)
+	if os.Getenv("CELLBOX_FOREIGN_PROJECT") != "" {
+		t.Skip("this is the run as the user (TestForeignRepositoryAsUser)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to plant a .git of another user")
+	}
+	base, err := os.MkdirTemp("", "cellbox-foreign-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, base, "init", "-q", "-b", "main")
+	// The marker's directory is writable by all, so a filter that ran as
+	// the user would leave it.
+	if err := os.MkdirAll(filepath.Join(base, "out"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(base, "out"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(base, "out", "filter-ran")
+	gitIn(t, base, "config", "filter.x.clean", "touch "+marker+"; cat")
+	writeFiles(t, base, map[string]string{".gitattributes": "* filter=x\n", "proj/a.txt": "a\n"})
+	if err := os.Chmod(filepath.Join(base, "proj"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := sandboxtest.UserCommand(t, "-test.run=^TestForeignRepositoryAsUser$", "-test.v")
+	cmd.Env = append(cmd.Env, "CELLBOX_FOREIGN_PROJECT="+filepath.Join(base, "proj"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestForeignRepositoryAsUser") {
+		t.Fatalf("as the user: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the foreign repository's filter ran")
+	}
+}
+
+// TestForeignRepositoryAsUser is TestForeignRepositoryRefused's export,
+// run as the user.
+func TestForeignRepositoryAsUser(t *testing.T) {
+	proj := os.Getenv("CELLBOX_FOREIGN_PROJECT")
+	if proj == "" {
+		t.Skip("run by TestForeignRepositoryRefused")
+	}
+	t.Setenv("HOME", t.TempDir())
+	r, err := Open(context.Background(), proj)
+	if err == nil {
+		_, err = r.Commit(context.Background(), []Change{add("b.txt", "b\n")}, Options{Branch: "export"})
+	}
+	if err == nil || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an export into another user's repository: %v, want ErrInvalid (git's dubious ownership)", err)
+	}
+	t.Logf("refused: %v", err)
 }

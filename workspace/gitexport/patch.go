@@ -38,16 +38,11 @@ func (p *Repo) Patch(ctx context.Context, changes []Change) (string, int, error)
 	}
 	defer os.RemoveAll(tmp)
 	objects := filepath.Join(tmp, "objects")
-	if err := os.Mkdir(objects, 0o700); err != nil {
-		return "", 0, fmt.Errorf("make a private object directory: %w", err)
-	}
-	if p.r.cred != nil {
-		if err := os.Chown(objects, int(p.r.cred.Uid), int(p.r.cred.Gid)); err != nil {
-			return "", 0, fmt.Errorf("give %s to the repository's owner: %w", objects, err)
-		}
+	if err := p.r.ownedDir(objects); err != nil {
+		return "", 0, err
 	}
 	env := []string{
-		"GIT_INDEX_FILE=" + filepath.Join(tmp, "index"),
+		"GIT_INDEX_FILE=" + indexFile(tmp),
 		"GIT_OBJECT_DIRECTORY=" + objects,
 		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + p.objects,
 	}
