@@ -143,7 +143,11 @@ type FileDiff struct {
 type WorkspaceCommitParams struct {
 	WorkspaceID string `json:"workspaceId"`
 	// Paths limits the commit to these files; absent: every change.
-	Paths []string `json:"paths,omitempty"`
+	// Extension: absent, the changes of paths the project's .gitignore
+	// ignores are left out, as workspace/changes leaves them out (what was
+	// reviewed is what is committed), unless Ignored.
+	Paths   []string `json:"paths,omitempty"`
+	Ignored bool     `json:"ignored,omitempty"`
 	// Extension: a token for $/progress, as on kernel/start.
 	WorkDoneToken ProgressToken `json:"workDoneToken,omitempty"`
 }

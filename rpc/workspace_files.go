@@ -62,8 +62,25 @@ func (c *conn) WorkspaceCommit(ctx context.Context, p *protocol.WorkspaceCommitP
 	if err != nil {
 		return nil, err
 	}
+	paths := p.Paths
+	if len(paths) == 0 && !p.Ignored {
+		// What was reviewed is what is committed: workspace/changes leaves
+		// out the paths the project ignores.
+		listed, hidden, err := w.ListChanges(ctx, workspace.ChangeOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if hidden > 0 {
+			if len(listed) == 0 {
+				return &protocol.WorkspaceCommitResult{Applied: []string{}, Conflicts: []protocol.Conflict{}}, nil
+			}
+			for _, ch := range listed {
+				paths = append(paths, ch.Path)
+			}
+		}
+	}
 	pr := c.startProgress(p.WorkDoneToken, "Committing "+p.WorkspaceID)
-	res, err := w.Commit(ctx, p.Paths, fileProgress(pr, "committed"))
+	res, err := w.Commit(ctx, paths, fileProgress(pr, "committed"))
 	if err != nil {
 		pr.End("failed")
 		return nil, err

@@ -116,7 +116,7 @@ func selectChanges(all []change, paths []string) ([]change, error) {
 	if len(paths) == 0 {
 		return all, nil
 	}
-	var prefixes []string
+	want := make(map[string]struct{}, len(paths))
 	for _, p := range paths {
 		rel, err := relPath(p)
 		if err != nil {
@@ -125,15 +125,23 @@ func selectChanges(all []change, paths []string) ([]change, error) {
 		if rel == "." {
 			return all, nil
 		}
-		prefixes = append(prefixes, rel)
+		want[rel] = struct{}{}
 	}
+	// A change is selected when its path or a directory above it was asked
+	// for: a look-up per level, so a commit of every listed path stays
+	// linear.
 	var out []change
 	for _, c := range all {
-		for _, p := range prefixes {
-			if c.path == p || strings.HasPrefix(c.path, p+"/") {
+		for p := c.path; ; {
+			if _, ok := want[p]; ok {
 				out = append(out, c)
 				break
 			}
+			i := strings.LastIndexByte(p, '/')
+			if i < 0 {
+				break
+			}
+			p = p[:i]
 		}
 	}
 	return out, nil

@@ -402,4 +402,16 @@ func TestExportCLI(t *testing.T) {
 	if r = d.cellbox(t, project, "export-git"); r.code != 2 {
 		t.Fatalf("export-git without a branch: exit %d, stderr %q", r.code, r.stderr)
 	}
+
+	// What was reviewed is what is committed: commit without paths leaves
+	// the ignored run.log in the workspace, --ignored commits it too.
+	d.cellbox(t, project, "commit").want(t, "commit", 0, "committed a.txt\n")
+	if _, ok := readFile(t, filepath.Join(project, "run.log")); ok {
+		t.Fatal("commit without paths copied the ignored run.log into the project")
+	}
+	d.cellbox(t, project, "changes", "--ignored").want(t, "changes --ignored after the commit", 0, "A run.log\n")
+	d.cellbox(t, project, "commit", "--ignored").want(t, "commit --ignored", 0, "committed run.log\n")
+	if s, _ := readFile(t, filepath.Join(project, "run.log")); s != "log\n" {
+		t.Fatalf("run.log after commit --ignored: %q", s)
+	}
 }

@@ -48,7 +48,9 @@ directory. Prints nothing when there are none.`},
 unified diff of the project's files against the workspace's.`},
 	"commit": {args: "[PATH...]", maxArgs: -1, run: (*review).commit,
 		summary: `Copies the workspace's changes (all, or those at or below each PATH) into the
-project, each file atomically, and prints each path committed. A file changed
+project, each file atomically, and prints each path committed. Without PATHs,
+the changes of paths the project's git ignores are left out, as changes leaves
+them out, unless --ignored. A file changed
 in the project since the workspace saw it is a conflict: it is not
 overwritten, its reason is printed, and the command exits 1.`},
 	"discard": {args: "(PATH... | --all)", maxArgs: -1, run: (*review).discard,
@@ -99,7 +101,7 @@ func reviewFlags(cmd string, cfg *reviewConfig) *flag.FlagSet {
 		fs.StringVar(&cfg.color, "color", "auto", "colour the diff: `WHEN` is auto (when stdout is a terminal), always or never")
 	}
 	switch cmd {
-	case "changes", "diff", "export-git", "export-patch":
+	case "changes", "diff", "commit", "export-git", "export-patch":
 		fs.BoolVar(&cfg.ignored, "ignored", false, "also the changes of paths the project's git ignores (.gitignore, .git/info/exclude)")
 	}
 	return fs
@@ -422,7 +424,7 @@ func (r *review) commit(ctx context.Context, args []string) int {
 		return r.fail(err)
 	}
 	var res protocol.WorkspaceCommitResult
-	if err := r.c.Call(ctx, protocol.MethodWorkspaceCommit, protocol.WorkspaceCommitParams{WorkspaceID: r.ws.WorkspaceID, Paths: paths}, &res); err != nil {
+	if err := r.c.Call(ctx, protocol.MethodWorkspaceCommit, protocol.WorkspaceCommitParams{WorkspaceID: r.ws.WorkspaceID, Paths: paths, Ignored: r.cfg.ignored}, &res); err != nil {
 		return r.fail(err)
 	}
 	code := 0

@@ -420,8 +420,14 @@ export interface FileDiff {
 /** WorkspaceCommitParams are the params of `workspace/commit`. */
 export interface WorkspaceCommitParams {
   workspaceId: string;
-  /** paths limits the commit to these files; absent: every change. */
+  /**
+   * paths limits the commit to these files; absent: every change.
+   * Extension: absent, the changes of paths the project's .gitignore
+   * ignores are left out, as workspace/changes leaves them out (what was
+   * reviewed is what is committed), unless Ignored.
+   */
   paths?: string[];
+  ignored?: boolean;
   /** Extension: a token for $/progress, as on kernel/start. */
   workDoneToken?: ProgressToken;
 }

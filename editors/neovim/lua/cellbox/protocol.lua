@@ -392,7 +392,8 @@ M.enums = {
 --- WorkspaceCommitParams are the params of `workspace/commit`.
 ---@class cellbox.WorkspaceCommitParams
 ---@field workspaceId string
----@field paths? string[] paths limits the commit to these files; absent: every change.
+---@field paths? string[] paths limits the commit to these files; absent: every change. Extension: absent, the changes of paths the project's .gitignore ignores are left out, as workspace/changes leaves them out (what was reviewed is what is committed), unless Ignored.
+---@field ignored? boolean
 ---@field workDoneToken? cellbox.ProgressToken Extension: a token for $/progress, as on kernel/start.
 
 --- WorkspaceCommitResult is the result of `workspace/commit`.
