@@ -470,6 +470,25 @@ func TestForkErrors(t *testing.T) {
 			t.Fatalf("a failed fork left %s", en.Name())
 		}
 	}
+
+	// While a fork is built, its workspace cannot be opened (a second
+	// Workspace of one directory); once it is done, it can.
+	src, err := e.m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: e.project, Name: "src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, name, release, err := e.m.reserveFork(src, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: e.project, Name: name}); !errors.Is(err, ErrConflict) {
+		release()
+		t.Fatalf("open of a fork being built: %v, want ErrConflict", err)
+	}
+	release()
+	if _, err := e.m.Open(context.Background(), protocol.WorkspaceOpenParams{Root: e.project, Name: name}); err != nil {
+		t.Fatalf("open after the reservation ended: %v", err)
+	}
 }
 
 // TestForkAsUnprivilegedUser re-runs the fork tests as CELLBOX_TEST_USER.

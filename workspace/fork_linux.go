@@ -155,7 +155,7 @@ func (m *Manager) Fork(ctx context.Context, id, name string) (*Workspace, error)
 	}
 	fork := m.fromMeta(md, dir)
 	m.mu.Lock()
-	m.open[fid] = fork
+	m.open[fid] = fork // Open refuses fid while it is reserved (forking)
 	m.mu.Unlock()
 	m.log.Info("workspace forked", "workspace", fid, "from", id, "name", fname, "bytes", copied,
 		"duration_ms", time.Since(start).Milliseconds())

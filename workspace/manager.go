@@ -191,6 +191,11 @@ func (m *Manager) Open(ctx context.Context, p protocol.WorkspaceOpenParams) (*Wo
 	if w, ok := m.open[id]; ok {
 		return w, nil
 	}
+	if m.forking[id] {
+		// Its directory is being built: loading it now would give a second
+		// Workspace of it, or a new empty one the fork then replaces.
+		return nil, fmt.Errorf("%w: workspace %s is being made by workspace/fork; open it once the fork has answered", ErrConflict, id)
+	}
 	w, err := m.load(id)
 	if err != nil {
 		w, err = m.create(id, root, mode, p.Name)
