@@ -21,8 +21,10 @@ import (
 // is held. The project is not touched: exportGit writes objects and one
 // branch to its repository, exportPatch writes nothing.
 
-// maxPatchBytes bounds the patch of a project that is not a git repository.
-const maxPatchBytes = 256 << 20
+// maxPatchBytes bounds the patch of a project that is not a git repository
+// (it travels whole in one JSON string), as gitexport.MaxPatch bounds a git
+// repository's.
+const maxPatchBytes = gitexport.MaxPatch
 
 // ExportGit is PROTOCOL.md §10 workspace/exportGit: the changes as a commit
 // on branch p.Branch of the project's repository (gitexport.Repo.Commit).
@@ -95,6 +97,8 @@ func gitError(err error) error {
 		return &kindError{err, ErrConflict}
 	case errors.Is(err, gitexport.ErrInvalid), errors.Is(err, gitexport.ErrNotRepository):
 		return &kindError{err, ErrInvalid}
+	case errors.Is(err, gitexport.ErrLimit):
+		return &kindError{err, ErrLimit}
 	}
 	return err
 }
@@ -185,15 +189,22 @@ func (w *Workspace) plainPatch(ctx context.Context, sel []change) (string, int, 
 			return "", 0, err
 		}
 		var old, new diffSide
+		budget := int64(maxPatchBytes - body.Len())
 		if c.kind != protocol.ChangeKindAdded {
-			if old, err = readSideMax(proj, c.path, maxPatchBytes); err != nil {
+			if old, err = readSideMax(proj, c.path, budget); err != nil {
 				return "", 0, fmt.Errorf("read %s in the project: %w", shortForm(c.path), err)
 			}
 		}
 		if c.kind != protocol.ChangeKindDeleted {
-			if new, err = readSideMax(view, c.path, maxPatchBytes); err != nil {
+			if new, err = readSideMax(view, c.path, budget); err != nil {
 				return "", 0, fmt.Errorf("read %s in the workspace: %w", shortForm(c.path), err)
 			}
+		}
+		// Text sides over what is left of the budget (not read when over
+		// it) would make the patch too big; a binary file (the scan read
+		// its head) is left out anyway.
+		if old.size+new.size > budget && !c.binary {
+			return "", 0, fmt.Errorf("%w: the patch is over %d MiB; ask for fewer paths", ErrLimit, maxPatchBytes>>20)
 		}
 		if !patchable(old) || !patchable(new) {
 			fmt.Fprintf(&head, "# binary file not included: %s\n", quotePath(c.path))

@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -315,5 +316,24 @@ printf 'caf\351\n' > latin.txt`)
 	}
 	if _, err := os.Stat(filepath.Join(copyDir, "gone.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("gone.txt still there after apply")
+	}
+}
+
+// TestExportPatchLimit: a patch travels whole in one JSON string, so one
+// over maxPatchBytes is refused (ErrLimit, before the big side is read
+// whole) and a big binary file is left out as any binary file is; the
+// daemon's memory stays bounded by the limit, whatever code wrote.
+func TestExportPatchLimit(t *testing.T) {
+	e := newFilesEnv(t, map[string]string{"small.txt": "s\n"})
+	w := e.open(t, "limit")
+	mib := maxPatchBytes>>20 + 4
+	sh(t, w, fmt.Sprintf("head -c %dM /dev/zero > big.bin", mib))
+	res, err := w.ExportPatch(context.Background(), protocol.WorkspaceExportPatchParams{WorkspaceID: w.ID()})
+	if err != nil || !strings.Contains(res.Patch, "# binary file not included: big.bin\n") {
+		t.Fatalf("a big binary file: %v", err)
+	}
+	sh(t, w, fmt.Sprintf("rm big.bin; head -c %dM /dev/zero | tr '\\000' 'a' > big.txt", mib))
+	if _, err := w.ExportPatch(context.Background(), protocol.WorkspaceExportPatchParams{WorkspaceID: w.ID()}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("a patch over the limit: %v, want ErrLimit", err)
 	}
 }

@@ -13,4 +13,6 @@ var (
 	// ErrConflict: the branch exists and points elsewhere than the commit
 	// the export builds on, or moved while the export ran.
 	ErrConflict = errors.New("branch conflict")
+	// ErrLimit: the patch is over MaxPatch bytes.
+	ErrLimit = errors.New("limit exceeded")
 )

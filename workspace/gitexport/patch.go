@@ -62,13 +62,23 @@ func (p *Repo) Patch(ctx context.Context, changes []Change) (string, int, error)
 	var b strings.Builder
 	for _, s := range sections {
 		if !utf8.Valid(s) {
-			if s, err = p.binarySection(ctx, env, s); err != nil {
+			if s, err = p.binarySection(ctx, env, s, MaxPatch-b.Len()); err != nil {
 				return "", 0, err
 			}
+		}
+		if b.Len()+len(s) > MaxPatch {
+			return "", 0, errPatchLimit()
 		}
 		b.Write(s)
 	}
 	return b.String(), len(sections), nil
+}
+
+// MaxPatch bounds a patch: it travels whole in one JSON string.
+const MaxPatch = 64 << 20
+
+func errPatchLimit() error {
+	return fmt.Errorf("%w: the patch is over %d MiB; ask for fewer paths", ErrLimit, MaxPatch>>20)
 }
 
 // splitSections cuts a patch at each "diff --git " line.
@@ -89,7 +99,7 @@ func splitSections(patch []byte) [][]byte {
 // binarySection turns a file's text patch into a binary one: its header
 // (the diff --git line, mode and rename lines, the full index line), then
 // git's binary literals of the new content and the old.
-func (p *Repo) binarySection(ctx context.Context, env []string, s []byte) ([]byte, error) {
+func (p *Repo) binarySection(ctx context.Context, env []string, s []byte, budget int) ([]byte, error) {
 	var head bytes.Buffer
 	var oldID, newID string
 	for line := range bytes.Lines(s) {
@@ -107,6 +117,25 @@ func (p *Repo) binarySection(ctx context.Context, env []string, s []byte) ([]byt
 	}
 	if oldID == "" || !utf8.Valid(head.Bytes()) {
 		return nil, fmt.Errorf("a section of the patch that is not UTF-8 and has no index line: %.200q", s)
+	}
+	// Both sides go whole into the patch (deflated): sides over the budget
+	// are refused before they are read.
+	for _, id := range []string{oldID, newID} {
+		if strings.Trim(id, "0") == "" {
+			continue
+		}
+		out, err := p.r.run(ctx, cmd{dir: p.top, env: env, args: []string{"cat-file", "-s", id}})
+		if err != nil {
+			return nil, fmt.Errorf("size of blob %s: %w", id, err)
+		}
+		size := strings.TrimSpace(string(out))
+		n, err := strconv.Atoi(size)
+		if err != nil {
+			return nil, fmt.Errorf("size of blob %s: %q", id, size)
+		}
+		if budget -= n; budget < 0 {
+			return nil, errPatchLimit()
+		}
 	}
 	old, err := p.blob(ctx, env, oldID)
 	if err != nil {
