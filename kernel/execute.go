@@ -157,6 +157,21 @@ func (k *Kernel) run(e *execution) {
 		e.result <- execOutcome{err: e.ctx.Err()}
 		return
 	}
+	// The automatic checkpoint (§10: restoring it undoes what this
+	// execution writes) is taken before the execution is the kernel's
+	// current one, so an interrupt meanwhile does not wait for it.
+	var checkpoint string
+	if p.Checkpoint {
+		k.mu.Lock()
+		n := k.count + 1 // the count run gives it below (runs are one at a time)
+		k.mu.Unlock()
+		cp, err := k.ws.AutoCheckpoint(e.ctx, fmt.Sprintf("before execution %d", n))
+		if err != nil {
+			k.m.log.Warn("automatic checkpoint before an execution", "kernel", k.id, "execution", e.id, "err", err)
+		} else {
+			checkpoint = cp.CheckpointID
+		}
+	}
 	storeHistory := !p.Silent
 	if p.StoreHistory != nil {
 		storeHistory = *p.StoreHistory && !p.Silent
@@ -207,15 +222,7 @@ func (k *Kernel) run(e *execution) {
 	if t := drivers[k.lang].transform; t != nil {
 		t(k.m, r)
 	}
-	if p.Checkpoint {
-		// Restoring it undoes what this execution writes (§10).
-		cp, err := k.ws.AutoCheckpoint(e.ctx, fmt.Sprintf("before execution %d", e.count))
-		if err != nil {
-			k.m.log.Warn("automatic checkpoint before an execution", "kernel", k.id, "execution", e.id, "err", err)
-		} else {
-			res.Checkpoint = cp.CheckpointID
-		}
-	}
+	res.Checkpoint = checkpoint
 	track := k.ws.Track()
 	err := d.send(r)
 	close(e.sent)
