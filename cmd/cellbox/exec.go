@@ -49,13 +49,7 @@ func runExec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := execFlags(&cfg)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { printExecHelp(stderr) }
-	var argv []string
-	for i, a := range args {
-		if a == "--" {
-			args, argv = args[:i], args[i+1:]
-			break
-		}
-	}
+	args, argv := splitCommand(args)
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -88,3 +88,14 @@ func (l *listFlag) Set(v string) error {
 	}
 	return nil
 }
+
+// splitCommand splits a command line at its first "--": the flags before
+// it, the program and its arguments after it (none without "--").
+func splitCommand(args []string) (flags, argv []string) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:]
+		}
+	}
+	return args, nil
+}

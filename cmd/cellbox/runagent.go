@@ -64,13 +64,7 @@ func runRunAgent(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	fs := runAgentFlags(&cfg)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { printRunAgentHelp(stderr) }
-	var argv []string
-	for i, a := range args {
-		if a == "--" {
-			args, argv = args[:i], args[i+1:]
-			break
-		}
-	}
+	args, argv := splitCommand(args)
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
