@@ -12,9 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,50 +89,13 @@ func newMCPEnv(t *testing.T, asUser bool) *mcpEnv {
 		writeFiles(t, e.project, mcpProject)
 		e.env = append(testEnv(t), "CELLBOX_LOG_LEVEL=info")
 	} else {
-		name := os.Getenv("CELLBOX_TEST_USER")
-		if name == "" || os.Geteuid() != 0 {
-			if os.Getenv("CI") != "" {
-				t.Fatal("CI must run these tests as root with CELLBOX_TEST_USER set")
-			}
-			t.Skip("set CELLBOX_TEST_USER (useradd -m cellboxtest) and run as root to run this as an unprivileged user")
-		}
-		u, err := user.Lookup(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		base, err := os.MkdirTemp("", "cellbox-mcp-user-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(base) })
-		for _, dir := range []string{"bin", "state", "run", "project", "home"} {
-			if err := os.MkdirAll(filepath.Join(base, dir), 0o700); err != nil {
-				t.Fatal(err)
-			}
-		}
-		e.bin = filepath.Join(base, "bin", "cellbox")
-		if err := copyFile(cellboxBin, e.bin); err != nil {
-			t.Fatal(err)
-		}
-		e.project = filepath.Join(base, "project")
-		writeFiles(t, e.project, mcpProject)
-		if err := os.Chmod(base, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := filepath.Walk(base, func(p string, _ os.FileInfo, err error) error {
-			if err != nil || p == base {
-				return err
-			}
-			return os.Lchown(p, uid, gid)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		ut := newTestUserTree(t, "cellbox-mcp-user-", mcpProject, "state", "run", "home")
+		base := ut.base
+		e.bin, e.project = ut.bin, ut.project
 		// HOME of its own: npm and node write caches there.
-		e.env = []string{"HOME=" + filepath.Join(base, "home"), "USER=" + name, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+		e.env = []string{"HOME=" + filepath.Join(base, "home"), "USER=" + ut.u.Username, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
 			"CELLBOX_STATE_DIR=" + filepath.Join(base, "state"), "XDG_RUNTIME_DIR=" + filepath.Join(base, "run"), "CELLBOX_LOG_LEVEL=info"}
-		e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		e.cred = ut.cred
 	}
 	state := envValue(e.env, "CELLBOX_STATE_DIR")
 	t.Cleanup(func() {

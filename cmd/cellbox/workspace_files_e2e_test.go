@@ -45,6 +45,29 @@ func newFilesDaemon(t testing.TB, asUser bool, files map[string]string, args ...
 		d.start(t)
 		return d
 	}
+	ut := newTestUserTree(t, "cellbox-e2e-user-", files, "state", "run")
+	d.project = ut.project
+	d.env = []string{"HOME=" + ut.u.HomeDir, "USER=" + ut.u.Username, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+		"CELLBOX_STATE_DIR=" + filepath.Join(ut.base, "state"), "XDG_RUNTIME_DIR=" + filepath.Join(ut.base, "run"), "CELLBOX_LOG_LEVEL=" + testLogLevel,
+		"CELLBOX_TEST_BIN=" + ut.bin}
+	d.cred = ut.cred
+	d.start(t)
+	return d
+}
+
+// testUserTree is a tree of CELLBOX_TEST_USER's own (the test's temporary
+// directories are root's, 0700): base (0755) with dirs, bin/cellbox (a
+// copy of the binary) and project/ holding files, all the user's.
+type testUserTree struct {
+	base, bin, project string
+	u                  *user.User
+	cred               *syscall.Credential
+}
+
+// newTestUserTree makes one, or skips (fails under CI) without root and
+// CELLBOX_TEST_USER.
+func newTestUserTree(t testing.TB, prefix string, files map[string]string, dirs ...string) *testUserTree {
+	t.Helper()
 	name := os.Getenv("CELLBOX_TEST_USER")
 	if name == "" || os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
@@ -58,24 +81,22 @@ func newFilesDaemon(t testing.TB, asUser bool, files map[string]string, args ...
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	// The test's temporary directories are root's (0700): the user gets
-	// a tree of its own, with a copy of the binary.
-	base, err := os.MkdirTemp("", "cellbox-e2e-user-")
+	base, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	for _, dir := range []string{"bin", "state", "run", "project"} {
+	for _, dir := range append([]string{"bin", "project"}, dirs...) {
 		if err := os.MkdirAll(filepath.Join(base, dir), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(base, "bin", "cellbox")
-	if err := copyFile(cellboxBin, bin); err != nil {
+	ut := &testUserTree{base: base, bin: filepath.Join(base, "bin", "cellbox"), project: filepath.Join(base, "project"), u: u,
+		cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	if err := copyFile(cellboxBin, ut.bin); err != nil {
 		t.Fatal(err)
 	}
-	d.project = filepath.Join(base, "project")
-	writeFiles(t, d.project, files)
+	writeFiles(t, ut.project, files)
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +108,7 @@ func newFilesDaemon(t testing.TB, asUser bool, files map[string]string, args ...
 	}); err != nil {
 		t.Fatal(err)
 	}
-	d.env = []string{"HOME=" + u.HomeDir, "USER=" + name, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
-		"CELLBOX_STATE_DIR=" + filepath.Join(base, "state"), "XDG_RUNTIME_DIR=" + filepath.Join(base, "run"), "CELLBOX_LOG_LEVEL=" + testLogLevel,
-		"CELLBOX_TEST_BIN=" + bin}
-	d.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	d.start(t)
-	return d
+	return ut
 }
 
 // start starts (or restarts) the daemon on the same state dir.
