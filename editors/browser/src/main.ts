@@ -1,12 +1,22 @@
 // The cellbox browser IDE, served by `cellbox serve --listen` at /.
+//
+// Layout: a header (project, network and packages, connection); on the left
+// the project's tree with the side panels (changes, activity, checkpoints,
+// variables, kernels) below it; in the middle the documents in tabs
+// (notebooks, file editors, viewers) over the terminals in tabs. Splitters
+// between them keep their sizes across reloads.
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
 import { CellboxClient, Methods, tokenFromPage, type KernelInputRequestParams } from "../client/client";
 import { el } from "./dom";
 import { Files } from "./files";
+import { splitter } from "./layout";
+import { InstallPanel, NetworkPanel } from "./network";
 import { Notebook } from "./notebook";
+import { Session } from "./session";
+import { Tabs } from "./tabs";
 import { TerminalPanel } from "./terminal";
-import { NetworkPanel, InstallPanel } from "./network";
+import type { Opener, Workbench } from "./workbench";
 
 declare global {
   interface Window {
@@ -15,23 +25,42 @@ declare global {
   }
 }
 
+/** confirmDialog asks in a modal <dialog> (never window.confirm, which freezes the page's connection handling). */
+function confirmDialog(message: string, action = "OK"): Promise<boolean> {
+  return new Promise((resolve) => {
+    const ok = el("button", { class: "confirm-ok", value: "ok" }, action);
+    const cancel = el("button", { class: "confirm-cancel", value: "cancel" }, "Cancel");
+    const dialog = el("dialog", { class: "confirm" }, el("p", {}, message), el("div", { class: "confirm-buttons" }, cancel, ok)) as HTMLDialogElement;
+    ok.onclick = () => dialog.close("ok");
+    cancel.onclick = () => dialog.close("cancel");
+    dialog.addEventListener("close", () => {
+      resolve(dialog.returnValue === "ok");
+      dialog.remove();
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    ok.focus();
+  });
+}
+
 async function main() {
   const app = document.getElementById("app")!;
   const conn = el("span", { class: "conn", "data-state": "connecting" }, "connecting");
   const rootLabel = el("span", { class: "root" });
   const progress = el("span", { class: "progress" });
+  const tools = el("span", { class: "header-tools" });
   const reconnect = el("button", { class: "reconnect", title: "drop the connection and reconnect" }, "⟳");
-  const header = el("header", {}, el("strong", {}, "cellbox"), rootLabel, el("span", { class: "spacer" }), progress, conn, reconnect);
+  const header = el("header", {}, el("strong", {}, "cellbox"), rootLabel, el("span", { class: "spacer" }), tools, progress, conn, reconnect);
   const files = el("section", { class: "files" }, el("div", { class: "panel-title" }, "Files"));
+  const side = el("div", { class: "side" });
   const changes = el("section", { class: "changes" });
-  const notebook = el("section", { class: "notebook" });
-  const terminal = el("section", { class: "term-panel" });
-  const viewerTitle = el("span", { class: "viewer-title" });
-  const viewerBody = el("div", { class: "viewer-body" });
-  const viewerClose = el("button", { class: "viewer-close" }, "✕");
-  const viewer = el("section", { class: "viewer", hidden: "" }, el("div", { class: "panel-title" }, viewerTitle, el("span", { class: "spacer" }), viewerClose), viewerBody);
-  viewerClose.onclick = () => (viewer.hidden = true);
-  app.append(header, el("main", {}, el("aside", {}, files, changes), el("div", { class: "center" }, notebook, terminal), viewer));
+  side.append(changes);
+  const docs = new Tabs("docs", el("div", { class: "tabs-empty" }, "Open a notebook or a file from the tree, or start a new notebook."));
+  const terms = new Tabs("terms", el("div", { class: "tabs-empty" }, "No terminal open."));
+  const bars = el("div", { class: "network-bars" });
+  const aside = el("aside", {}, files, splitter(document.documentElement, "--tree-height", "y", { min: 80, max: 2000, initial: 320, key: "cellbox:layout:tree" }), side);
+  const center = el("div", { class: "center" }, bars, docs.root, splitter(document.documentElement, "--terms-height", "y", { min: 60, max: 2000, initial: 260, invert: true, key: "cellbox:layout:terms" }), terms.root);
+  app.append(header, el("main", {}, aside, splitter(document.documentElement, "--aside-width", "x", { min: 160, max: 900, initial: 300, key: "cellbox:layout:aside" }), center));
 
   const token = tokenFromPage();
   if (!token) {
@@ -42,7 +71,13 @@ async function main() {
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/rpc`;
   let client: CellboxClient;
   try {
-    client = await CellboxClient.connect({ url, token, clientInfo: { name: "cellbox-browser", version: "1" }, capabilities: { inputRequest: true } });
+    client = await CellboxClient.connect({
+      url,
+      token,
+      clientInfo: { name: "cellbox-browser", version: "1" },
+      // CodeMirror counts UTF-16 units, as JavaScript strings do.
+      capabilities: { inputRequest: true, positionEncoding: "utf-16" },
+    });
   } catch (e) {
     conn.textContent = `cannot connect: ${(e as Error).message}`;
     conn.dataset.state = "closed";
@@ -62,30 +97,52 @@ async function main() {
   const listed = wanted ? (await client.request(Methods.WorkspaceList, {})).workspaces.find((w) => w.workspaceId === wanted) : undefined;
   const ws = listed ?? (await client.request(Methods.WorkspaceOpen, {}));
   rootLabel.textContent = `${ws.root} (${ws.mode}${ws.name ? `, ${ws.name}` : ""})`;
+  document.title = `${ws.root.split("/").pop() || ws.root} · cellbox`;
+
+  const openers: Opener[] = [];
+  const parts: { network?: NetworkPanel } = {};
+  const wb: Workbench = {
+    client,
+    workspaceId: ws.workspaceId,
+    root: ws.root,
+    languages: client.initializeResult!.capabilities.languages,
+    docs,
+    terms,
+    side,
+    tools,
+    bars,
+    session: new Session(ws.workspaceId),
+    progress: (s) => (progress.textContent = s),
+    networkParams: () => parts.network?.startParams() ?? {},
+    openers,
+    async openPath(path) {
+      const o = openers.find((x) => x.accepts(path));
+      if (o) await o.open(path);
+    },
+    confirm: confirmDialog,
+  };
+
   const show = (title: string, body: HTMLElement) => {
-    viewerTitle.textContent = title;
-    viewerBody.replaceChildren(body);
-    viewer.hidden = false;
+    docs.open({ id: `view:${title}`, title: title.split("/").pop() || title, tooltip: title, body: el("div", { class: "viewer" }, body) });
   };
   const current: { nb?: Notebook } = {};
   const fileView = new Files(client, ws.workspaceId, files, changes, show, (kernelId) => kernelId === current.nb?.kernelId);
-  // Blocked connections ask in bars over the notebook; the header has the network and packages controls.
-  const bars = el("div", { class: "network-bars" });
-  const tools = el("span", { class: "header-tools" });
-  progress.before(tools);
-  const network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined));
+  const network = (parts.network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined)));
   const install = new InstallPanel(client, ws.workspaceId, tools);
-  const nb = new Notebook(client, ws.workspaceId, notebook, client.initializeResult!.capabilities.languages, (s) => (progress.textContent = s), () => network.startParams());
+  const nbRoot = el("section", { class: "notebook" });
+  docs.open({ id: "nb:scratch", title: "scratch", body: nbRoot });
+  const nb = new Notebook(client, ws.workspaceId, nbRoot, wb.languages, wb.progress, wb.networkParams);
   current.nb = nb;
   nb.files = fileView;
-  notebook.querySelector(".toolbar")!.after(bars);
   nb.add("print('hello from the sandbox')");
-  const term = new TerminalPanel(client, ws.workspaceId, terminal, () => network.startParams());
+  const termRoot = el("section", { class: "term-panel" });
+  terms.open({ id: "term:1", title: "Terminal", body: termRoot });
+  const term = new TerminalPanel(client, ws.workspaceId, termRoot, wb.networkParams);
   client.onReconnected(async () => {
     await Promise.all([fileView.rewatch(), nb.resync()]);
   });
   // For tests and for people poking at the page from the console.
-  window.cellbox = { client, notebook: nb, files: fileView, terminal: term, workspace: ws, network, install };
+  window.cellbox = { client, workbench: wb, notebook: nb, files: fileView, terminal: term, workspace: ws, network, install };
   await Promise.all([fileView.start(), term.open(), nb.ensureKernel().catch(() => {})]);
   document.body.dataset.ready = "true";
 }

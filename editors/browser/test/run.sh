@@ -25,4 +25,5 @@ node_modules/.bin/esbuild test/client.test.ts --bundle --platform=node --format=
 echo "== client library (node --test)"
 node --experimental-websocket --test --test-timeout=60000 --test-reporter=spec "$tmp/client.test.mjs"
 echo "== page in chromium (playwright-core)"
-node --test --test-timeout=120000 --test-reporter=spec test/page.test.mjs
+# One file per part of the page (each starts its own daemon and chromium).
+node --test --test-concurrency=1 --test-timeout=180000 --test-reporter=spec test/*.test.mjs
