@@ -16,7 +16,7 @@ import { Notebook } from "./notebook";
 import { Session } from "./session";
 import { Tabs } from "./tabs";
 import { TerminalPanel } from "./terminal";
-import type { Opener, Workbench } from "./workbench";
+import { KernelRegistry, type Opener, type Workbench } from "./workbench";
 
 declare global {
   interface Window {
@@ -119,6 +119,7 @@ async function main() {
       const o = openers.find((x) => x.accepts(path));
       if (o) await o.open(path);
     },
+    kernels: new KernelRegistry(),
     confirm: confirmDialog,
   };
 
@@ -134,6 +135,7 @@ async function main() {
   const nb = new Notebook(client, ws.workspaceId, nbRoot, wb.languages, wb.progress, wb.networkParams);
   current.nb = nb;
   nb.files = fileView;
+  wb.changes = fileView;
   nb.add("print('hello from the sandbox')");
   const termRoot = el("section", { class: "term-panel" });
   terms.open({ id: "term:1", title: "Terminal", body: termRoot });
