@@ -5,7 +5,7 @@
 // the daemon sends with it, allowing exactly this inline script (by hash).
 import { build } from "esbuild";
 import { createHash } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -66,4 +66,29 @@ const html = `<!doctype html>
 mkdirSync(join(here, "dist"), { recursive: true });
 writeFileSync(join(here, "dist/index.html"), html);
 writeFileSync(join(here, "dist/csp"), csp + "\n");
+writeFileSync(join(here, "dist/sources.sha256"), sourcesHash() + "\n");
 console.log(`dist/index.html: ${(html.length / 1024).toFixed(0)} KiB, script sha256-${hash}`);
+
+// sourcesHash is the SHA-256 of what the page is built from, so that a Go
+// test (embed_test.go, which computes the same) fails when the committed
+// dist/ is older than its sources: every file under src/, client/ and
+// ../protocol/, plus build.mjs, tsconfig.json and package-lock.json, in
+// sorted order of their paths relative to editors/, each hashed as
+// path NUL content NUL.
+function sourcesHash() {
+  const editors = join(here, "..");
+  const files = ["browser/build.mjs", "browser/tsconfig.json", "browser/package-lock.json"];
+  for (const dir of ["browser/src", "browser/client", "protocol"]) {
+    for (const e of readdirSync(join(editors, dir), { recursive: true, withFileTypes: true })) {
+      if (e.isFile()) files.push(join(e.parentPath ?? e.path, e.name).slice(editors.length + 1));
+    }
+  }
+  files.sort();
+  const h = createHash("sha256");
+  for (const f of files) {
+    h.update(f + "\0");
+    h.update(readFileSync(join(editors, f)));
+    h.update("\0");
+  }
+  return h.digest("hex");
+}

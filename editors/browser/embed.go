@@ -1,8 +1,9 @@
 // Package browser holds the built browser IDE: dist/index.html, one
 // self-contained page (script and styles inline) that `cellbox serve
-// --listen` serves at /. Build it with `npm ci && npm run build` in this
-// directory (make build does). Only dist/README.md is committed, so a Go
-// build without the page still works; rpc then serves a short page at /.
+// --listen` serves at /. The built page is committed, so that a plain
+// `go build ./cmd/cellbox` or `go install` serves the whole IDE without
+// node; `make build` (npm ci && npm run build in this directory) rebuilds it,
+// and TestCommittedPageIsFresh fails when dist/ is older than its sources.
 package browser
 
 import (

@@ -3,11 +3,61 @@ package browser
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
+
+// The committed page is built from the sources as they are: dist/sources.sha256
+// (written by build.mjs) is the hash of every file the page is built from, and
+// this test computes it again. It fails when a source changed and dist/ was not
+// rebuilt and committed, so that `go install` and `go build` serve the page of
+// the sources they were built with.
+func TestCommittedPageIsFresh(t *testing.T) {
+	stamp, err := fs.ReadFile(FS(), "sources.sha256")
+	if err != nil {
+		t.Fatalf("dist/sources.sha256: %v (run make ui and commit editors/browser/dist)", err)
+	}
+	editors := ".."
+	files := []string{"browser/build.mjs", "browser/tsconfig.json", "browser/package-lock.json"}
+	for _, dir := range []string{"browser/src", "browser/client", "protocol"} {
+		err := filepath.WalkDir(filepath.Join(editors, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() {
+				rel, err := filepath.Rel(editors, path)
+				if err != nil {
+					return err
+				}
+				files = append(files, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("list the page's sources: %v", err)
+		}
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(editors, f))
+		if err != nil {
+			t.Fatalf("read %s: %v", f, err)
+		}
+		h.Write([]byte(f + "\x00"))
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	if got, want := hex.EncodeToString(h.Sum(nil)), strings.TrimSpace(string(stamp)); got != want {
+		t.Errorf("editors/browser/dist was built from other sources (theirs %s, now %s): run make ui and commit editors/browser/dist", want, got)
+	}
+}
 
 // The embedded page is one self-contained file whose inline script is the
 // one its CSP allows by hash, and it fetches nothing from elsewhere.
