@@ -63,6 +63,9 @@ local default_config = {
   checkpoint_runs = true,
   -- Say in a message which files a run changed (the line under its output says it anyway).
   notify_files_changed = true,
+  -- Map ]d and [d (buffer-local) to vim.diagnostic.goto_next/goto_prev in a buffer that runs
+  -- code, unless they are mapped already (Neovim 0.7.2 has no default for them; 0.10 does).
+  diagnostic_keys = true,
   -- Virtual lines shown under the code that ran; more are in :CellboxOutput.
   virt_lines = 6,
   -- Where images (image/png, image/svg+xml) are saved.

@@ -39,6 +39,26 @@ function M.set_diagnostics(buf)
   vim.diagnostic.set(M.diag_ns, buf, list)
 end
 
+--- Maps ]d and [d in buf (buffer-local, normal mode) to vim.diagnostic.goto_next/goto_prev,
+--- once, unless config.diagnostic_keys is false or the key is mapped already (by the user, or
+--- by Neovim 0.10's defaults): Neovim 0.7.2 has no default for them.
+function M.map_diagnostic_keys(buf)
+  if session.config().diagnostic_keys == false or state.keys_mapped[buf] then
+    return
+  end
+  state.keys_mapped[buf] = true
+  for lhs, fn in pairs({ ["]d"] = "goto_next", ["[d"] = "goto_prev" }) do
+    local taken = api.nvim_buf_call(buf, function()
+      return vim.fn.maparg(lhs, "n") ~= ""
+    end)
+    if not taken then
+      vim.keymap.set("n", lhs, function()
+        vim.diagnostic[fn]()
+      end, { buffer = buf, silent = true, desc = "cellbox: vim.diagnostic." .. fn })
+    end
+  end
+end
+
 local function remove_exec(exec)
   pcall(api.nvim_buf_del_extmark, exec.buf, ns, exec.mark)
   pcall(api.nvim_buf_del_extmark, exec.buf, ns, exec.start_mark)

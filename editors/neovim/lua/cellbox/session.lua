@@ -22,6 +22,7 @@ M.state = {
   buf_execs = {}, -- bufnr -> {exec...}
   progress = {}, -- token -> value
   ptys = {}, -- ptyId -> {buf, chan, win}
+  keys_mapped = {}, -- bufnr -> true once ]d and [d were considered (output.map_diagnostic_keys)
   seq = 0,
 }
 local state = M.state
