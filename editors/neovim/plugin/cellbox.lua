@@ -145,6 +145,17 @@ vim.api.nvim_create_autocmd("VimResized", {
     end
   end,
 })
+-- A file that ran in a kernel of the `cellbox connect` daemon before Neovim restarted attaches
+-- to it again (:h cellbox-reattach).
+vim.api.nvim_create_autocmd("BufReadPost", {
+  group = group,
+  callback = function(ev)
+    -- Nothing is loaded for files while no kernel was ever remembered.
+    if vim.loop.fs_stat(vim.fn.stdpath("data") .. "/cellbox/kernels.json") then
+      require("cellbox.reattach").on_read(ev.buf)
+    end
+  end,
+})
 vim.api.nvim_create_autocmd("VimLeavePre", {
   group = group,
   callback = function()

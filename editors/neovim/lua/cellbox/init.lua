@@ -32,6 +32,10 @@ local default_config = {
   -- The command that speaks the protocol on stdio. `cellbox connect` bridges to the user's
   -- long-lived daemon (kernels outlive Neovim); {"cellbox", "serve", "--stdio"} runs a private one.
   cmd = { "cellbox", "connect" },
+  -- Remember each file's kernel (stdpath('data')/cellbox/kernels.json) and attach to it again
+  -- when the file is opened after a restart of Neovim, if the daemon still runs it: true, false,
+  -- or "auto": when cmd is `cellbox connect` (a private daemon's kernels end with Neovim).
+  reattach = "auto",
   -- Extra environment for the job (e.g. { CELLBOX_STATE_DIR = "/tmp/x" }).
   env = nil,
   -- The project the workspace overlays: a path, a function returning one, or nil for the cwd.

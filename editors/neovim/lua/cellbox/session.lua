@@ -23,6 +23,7 @@ M.state = {
   progress = {}, -- token -> value
   ptys = {}, -- ptyId -> {buf, chan, win}
   keys_mapped = {}, -- bufnr -> true once ]d and [d were considered (output.map_diagnostic_keys)
+  reattach_tried = {}, -- bufnr -> true once its file's remembered kernel was looked for (reattach.lua)
   seq = 0,
 }
 local state = M.state
@@ -169,6 +170,7 @@ function M.reset(_, code)
   state.kernels = {}
   state.buf_kernel = {}
   state.lang_kernel = {}
+  state.reattach_tried = {}
   state.workspace = nil
   state.init = nil
 end
