@@ -156,6 +156,21 @@ vim.api.nvim_create_autocmd("BufReadPost", {
     end
   end,
 })
+-- Jupyter notebooks open as `# %%` buffers and are written back as nbformat 4.5 (:h cellbox-ipynb).
+vim.api.nvim_create_autocmd("BufReadCmd", {
+  group = group,
+  pattern = "*.ipynb",
+  callback = function(ev)
+    require("cellbox.ipynb").read(ev.buf, vim.fn.fnamemodify(ev.match, ":p"))
+  end,
+})
+vim.api.nvim_create_autocmd("BufWriteCmd", {
+  group = group,
+  pattern = "*.ipynb",
+  callback = function(ev)
+    require("cellbox.ipynb").write(ev.buf, vim.fn.fnamemodify(ev.match, ":p"))
+  end,
+})
 vim.api.nvim_create_autocmd("VimLeavePre", {
   group = group,
   callback = function()
