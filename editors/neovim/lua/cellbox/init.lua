@@ -72,8 +72,13 @@ local default_config = {
   diagnostic_keys = true,
   -- Virtual lines shown under the code that ran; more are in :CellboxOutput.
   virt_lines = 6,
-  -- Where images (image/png, image/svg+xml) are saved.
+  -- Where images (image/png, image/svg+xml) are saved; their path is shown under the output.
   image_dir = nil,
+  -- PNG images inline, with the kitty graphics protocol: "auto" (in kitty: $TERM xterm-kitty or
+  -- $KITTY_WINDOW_ID, not in tmux), "kitty" (always) or "path" (never; the path only).
+  images = "auto",
+  -- The screen rows an inline image takes under the output.
+  image_rows = 10,
   float = { border = "rounded", max_width = 120, max_height = 30 },
 }
 

@@ -3,6 +3,7 @@
 -- and clearing it. (The output model and its lines are in util.lua.)
 local session = require("cellbox.session")
 local util = require("cellbox.util")
+local kitty = require("cellbox.kitty")
 
 local api = vim.api
 local state = session.state
@@ -60,6 +61,7 @@ function M.map_diagnostic_keys(buf)
 end
 
 local function remove_exec(exec)
+  kitty.forget(exec)
   pcall(api.nvim_buf_del_extmark, exec.buf, ns, exec.mark)
   pcall(api.nvim_buf_del_extmark, exec.buf, ns, exec.start_mark)
   exec.removed = true
@@ -112,6 +114,17 @@ function M.render(exec)
   if exec.files_line then
     -- The files the execution changed, always shown (like a truncation note).
     table.insert(virt, { { "  ↳ " .. exec.files_line, "CellboxInfo" } })
+  end
+  if kitty.enabled(config) then
+    -- The image inline (kitty graphics protocol), over blank lines reserved under the output.
+    local img = kitty.image_for(exec, config)
+    if img then
+      img.offset = #virt
+      for _ = 1, img.rows do
+        table.insert(virt, { { " ", "CellboxOutput" } })
+      end
+      kitty.schedule_refresh()
+    end
   end
   local opts = { id = exec.mark, virt_text = { util.status_chunk(exec) }, virt_text_pos = "eol" }
   if #virt > 0 then
