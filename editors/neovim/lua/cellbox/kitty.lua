@@ -141,9 +141,14 @@ end
 --- Places every image where its output is on screen now, and removes those that are not.
 function M.refresh()
   local exec_range = require("cellbox.output").exec_range
-  for id, img in pairs(M.images) do
+  for id, img in pairs(vim.tbl_extend("force", {}, M.images)) do
     local exec = img.exec
     local r, c
+    if not api.nvim_buf_is_valid(exec.buf) then
+      -- Its buffer is gone: free the image.
+      M.forget(exec)
+      goto continue
+    end
     local _, e = exec_range(exec)
     if e and not exec.removed then
       for _, win in ipairs(api.nvim_list_wins()) do
@@ -160,6 +165,7 @@ function M.refresh()
       M.write(at and M.place(id, r, c, img.rows) or M.delete(id))
       img.placed = at
     end
+    ::continue::
   end
 end
 
