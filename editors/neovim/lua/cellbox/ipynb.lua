@@ -108,6 +108,68 @@ local function mark_cells(buf, info, rows)
   end
 end
 
+-- A stored nbformat output as a kernel/output notification's params (for util.lua's model).
+local function as_output(o)
+  local data
+  if type(o.data) == "table" then
+    data = {}
+    for mime, v in pairs(o.data) do
+      -- Text is a string or a list of lines; application/json is any JSON.
+      data[mime] = (mime:match("json") or type(v) ~= "table") and v or text_of(v)
+    end
+  end
+  if o.output_type == "stream" then
+    return { kind = "stream", name = o.name, text = text_of(o.text) }
+  elseif o.output_type == "execute_result" then
+    return { kind = "result", data = data }
+  elseif o.output_type == "display_data" then
+    return { kind = "display", data = data }
+  elseif o.output_type == "error" then
+    return { kind = "error", error = { ename = o.ename, evalue = o.evalue, traceback = type(o.traceback) == "table" and o.traceback or {} } }
+  end
+end
+
+-- Shows the outputs stored in the notebook under their cells, as executions of status "stored"
+-- (:CellboxOutput shows them in full; running the cell replaces them).
+local function show_stored(buf, nb, rows)
+  local output = require("cellbox.output")
+  local util = require("cellbox.util")
+  output.clear(buf)
+  local list = {}
+  for i, cell in ipairs(nb.cells) do
+    if cell.cell_type == "code" and type(cell.outputs) == "table" and #cell.outputs > 0 then
+      local nsrc = #vim.split(text_of(cell.source), "\n", { plain = true })
+      if text_of(cell.source) == "" then
+        nsrc = 0
+      end
+      local exec = {
+        id = "ipynb-" .. buf .. "-" .. i,
+        buf = buf,
+        path = api.nvim_buf_get_name(buf),
+        first_line = rows[i] + 1,
+        outputs = {},
+        status = "stored",
+        stored = true,
+        done = true,
+        result = { executionCount = type(cell.execution_count) == "number" and cell.execution_count or nil },
+      }
+      exec.start_mark = api.nvim_buf_set_extmark(buf, output.ns, rows[i], 0, {})
+      exec.mark = api.nvim_buf_set_extmark(buf, output.ns, rows[i] + nsrc, 0, {})
+      for _, o in ipairs(cell.outputs) do
+        local p = type(o) == "table" and as_output(o)
+        if p then
+          util.add_output(exec, p)
+        end
+      end
+      table.insert(list, exec)
+    end
+  end
+  state.buf_execs[buf] = list
+  for _, exec in ipairs(list) do
+    output.render(exec)
+  end
+end
+
 --- BufReadCmd: reads the notebook at path into buf.
 function M.read(buf, path)
   local info
@@ -154,6 +216,7 @@ function M.read(buf, path)
   set_lines(buf, lines)
   mark_cells(buf, info, rows)
   api.nvim_buf_set_option(buf, "filetype", M.filetype(lang))
+  show_stored(buf, nb, rows)
   require("cellbox.reattach").on_read(buf)
 end
 
@@ -197,7 +260,7 @@ local function cell_exec(buf, row, next_row)
   local list = state.buf_execs[buf] or {}
   for i = #list, 1, -1 do
     local s, e = output.exec_range(list[i])
-    if s == row and e < next_row then
+    if s == row and e < next_row and not list[i].stored then
       return list[i]
     end
   end
@@ -218,9 +281,11 @@ local function copy(v)
   return setmetatable(t, getmetatable(v))
 end
 
+local id_seq = 0
 local function new_id(used)
   while true do
-    local id = string.format("%08x", math.random(0, 0x7fffffff))
+    id_seq = id_seq + 1
+    local id = vim.fn.sha256(string.format("%d-%d-%d", vim.fn.getpid(), vim.loop.hrtime(), id_seq)):sub(1, 8)
     if not used[id] then
       used[id] = true
       return id
