@@ -12,6 +12,9 @@
 --   terminal.lua   :CellboxTerminal
 --   network.lua    the sandbox's network: blocked connections, :CellboxAllow, :CellboxNetwork
 --   install.lua    :CellboxInstall
+--   reattach.lua   a file's kernel across restarts of Neovim
+--   ipynb.lua      .ipynb notebooks as `# %%` buffers
+--   kitty.lua      images inline with the kitty graphics protocol
 -- and the user commands and <Plug> mappings in plugin/cellbox.lua.
 local session = require("cellbox.session")
 local kernels = require("cellbox.kernels")
