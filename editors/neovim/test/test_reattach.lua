@@ -45,7 +45,7 @@ H.main(function()
     H.eq(first.kernel, second.kernel)
     H.eq("ok", second.exec_status)
     H.eq("42", text(second))
-    H.check(table.concat(second.messages, "\n"):find("state.py: attached to kernel " .. first.kernel .. " again (python, 1 executions)", 1, true), vim.inspect(second.messages))
+    H.check(table.concat(second.messages, "\n"):find("state.py: attached to kernel " .. first.kernel .. " again (python, 1 execution)", 1, true), vim.inspect(second.messages))
   end)
 
   H.test("a kernel that is gone: a fresh one, and the file remembers it", function()

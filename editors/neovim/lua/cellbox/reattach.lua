@@ -206,7 +206,8 @@ function M.try(buf, quiet)
   state.kernels[kid].state = found.state
   state.buf_kernel[buf] = kid
   state.lang_kernel[found.language] = state.lang_kernel[found.language] or kid
-  session.notify(string.format("%s: attached to kernel %s again (%s, %d executions)", vim.fn.fnamemodify(api.nvim_buf_get_name(buf), ":t"), kid, found.language, found.executionCount or 0))
+  local n = found.executionCount or 0
+  session.notify(string.format("%s: attached to kernel %s again (%s, %d execution%s)", vim.fn.fnamemodify(api.nvim_buf_get_name(buf), ":t"), kid, found.language, n, n == 1 and "" or "s"))
   pcall(vim.cmd, "redrawstatus")
   return kid
 end
