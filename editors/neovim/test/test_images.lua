@@ -24,6 +24,7 @@ H.main(function()
   end
 
   H.test("kitty: the escape sequences, byte for byte", function()
+    H.eq({ "\27_Ga=t,f=100,t=d,i=7,q=2,m=1;abcd\27\\", "\27_Gm=1;efgh\27\\", "\27_Gm=0;ij\27\\" }, kitty.transmit_chunks(7, "abcdefghij", 4))
     H.eq("\27_Ga=t,f=100,t=d,i=7,q=2,m=1;abcd\27\\\27_Gm=1;efgh\27\\\27_Gm=0;ij\27\\", kitty.transmit(7, "abcdefghij", 4))
     H.eq("\27_Ga=t,f=100,t=d,i=1,q=2,m=0;" .. png .. "\27\\", kitty.transmit(1, png))
     H.eq("\0277\27[12;5H\27_Ga=p,i=7,p=1,r=10,C=1,q=2\27\\\0278", kitty.place(7, 12, 5, 10))

@@ -24,8 +24,8 @@ local function apc(control, payload)
   return ESC .. "_G" .. control .. (payload and (";" .. payload) or "") .. ESC .. "\\"
 end
 
---- The escape sequences that send PNG data (base64) as image id, in chunks.
-function M.transmit(id, b64, chunk)
+--- The escape sequences that send PNG data (base64) as image id: a list, one a chunk.
+function M.transmit_chunks(id, b64, chunk)
   chunk = chunk or M.chunk_size
   b64 = b64:gsub("%s", "")
   local out = {}
@@ -39,7 +39,12 @@ function M.transmit(id, b64, chunk)
       table.insert(out, apc(string.format("m=%d", more), part))
     end
   end
-  return table.concat(out)
+  return out
+end
+
+--- The escape sequences that send PNG data (base64) as image id, in chunks.
+function M.transmit(id, b64, chunk)
+  return table.concat(M.transmit_chunks(id, b64, chunk))
 end
 
 --- The escape sequences that show image id at screen row and col (1-based), rows high, without
@@ -56,7 +61,7 @@ end
 
 --- Whether images are shown with the kitty protocol: config.images "kitty" (forced), "path"
 --- (never), or "auto": a terminal UI in kitty ($TERM xterm-kitty or $KITTY_WINDOW_ID), not
---- inside tmux (which does not pass the sequences on).
+--- inside tmux (which does not pass the sequences on), with a terminal UI on standard output.
 function M.enabled(config)
   local mode = config.images or "auto"
   if mode == "kitty" then
@@ -65,7 +70,7 @@ function M.enabled(config)
   if mode ~= "auto" then
     return false
   end
-  if vim.env.TMUX or #api.nvim_list_uis() == 0 then
+  if vim.env.TMUX or #api.nvim_list_uis() == 0 or vim.loop.guess_handle(1) ~= "tty" then
     return false
   end
   return vim.env.TERM == "xterm-kitty" or vim.env.KITTY_WINDOW_ID ~= nil
@@ -103,7 +108,10 @@ function M.image_for(exec, config)
   img = { id = next_id, exec = exec, b64 = b64, rows = config.image_rows or 10 }
   M.images[img.id] = img
   exec.kitty = img
-  M.write(M.transmit(img.id, b64))
+  -- One write a chunk: what Neovim draws meanwhile comes between whole sequences.
+  for _, c in ipairs(M.transmit_chunks(img.id, b64)) do
+    M.write(c)
+  end
   return img
 end
 
