@@ -145,6 +145,32 @@ vim.api.nvim_create_autocmd("VimResized", {
     end
   end,
 })
+-- A file that ran in a kernel of the `cellbox connect` daemon before Neovim restarted attaches
+-- to it again (:h cellbox-reattach).
+vim.api.nvim_create_autocmd("BufReadPost", {
+  group = group,
+  callback = function(ev)
+    -- Nothing is loaded for files while no kernel was ever remembered.
+    if vim.loop.fs_stat(vim.fn.stdpath("data") .. "/cellbox/kernels.json") then
+      require("cellbox.reattach").on_read(ev.buf)
+    end
+  end,
+})
+-- Jupyter notebooks open as `# %%` buffers and are written back as nbformat 4.5 (:h cellbox-ipynb).
+vim.api.nvim_create_autocmd("BufReadCmd", {
+  group = group,
+  pattern = "*.ipynb",
+  callback = function(ev)
+    require("cellbox.ipynb").read(ev.buf, vim.fn.fnamemodify(ev.match, ":p"))
+  end,
+})
+vim.api.nvim_create_autocmd("BufWriteCmd", {
+  group = group,
+  pattern = "*.ipynb",
+  callback = function(ev)
+    require("cellbox.ipynb").write(ev.buf, vim.fn.fnamemodify(ev.match, ":p"))
+  end,
+})
 vim.api.nvim_create_autocmd("VimLeavePre", {
   group = group,
   callback = function()

@@ -99,6 +99,15 @@ function H.mark_at(buf, row)
   end
 end
 
+--- Closes the floating windows (a diagnostic's float after ]d).
+function H.test_close_floats()
+  for _, w in ipairs(vim.api.nvim_list_wins()) do
+    if vim.api.nvim_win_get_config(w).relative ~= "" then
+      pcall(vim.api.nvim_win_close, w, true)
+    end
+  end
+end
+
 function H.test(name, fn)
   local t0 = vim.loop.hrtime()
   local ok, err = xpcall(fn, debug.traceback)
@@ -110,11 +119,7 @@ function H.test(name, fn)
     H.log(string.format("FAIL %s (%d ms)\n%s", name, ms, tostring(err)))
   end
   -- Close floats and extra windows between cases.
-  for _, w in ipairs(vim.api.nvim_list_wins()) do
-    if vim.api.nvim_win_get_config(w).relative ~= "" then
-      pcall(vim.api.nvim_win_close, w, true)
-    end
-  end
+  H.test_close_floats()
   pcall(vim.cmd, "silent! only!")
 end
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the Neovim plugin's tests: real headless Neovim against the real cellbox binary.
 # Builds the binary once (without cgo, as released), then runs every test/test_*.lua in its own
-# nvim with a timeout; exits non-zero if any fails or times out.
+# nvim with a timeout (60 s, or the file's "-- run.sh timeout: SECONDS" line, or
+# $CELLBOX_NVIM_TEST_TIMEOUT); exits non-zero if any fails or times out.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 plugin="$(dirname "$here")"
@@ -43,7 +44,9 @@ for t in "${tests[@]}"; do
 	export CELLBOX_STATE_DIR="$tmp/state-${name%.lua}"
 	mkdir -p "$CELLBOX_STATE_DIR"
 	start=$(date +%s)
-	timeout -k 5 ${CELLBOX_NVIM_TEST_TIMEOUT:-60} nvim --headless -u NONE -i NONE \
+	# A file that needs longer says so in a line "-- run.sh timeout: SECONDS".
+	limit="$(sed -n 's/^-- run.sh timeout: \([0-9][0-9]*\)$/\1/p' "$t" | head -1)"
+	timeout -k 5 ${CELLBOX_NVIM_TEST_TIMEOUT:-${limit:-60}} nvim --headless -u NONE -i NONE \
 		--cmd "set rtp+=$plugin" -c "luafile $t" </dev/null >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	sed 's/^/    /' "$tmp/out"

@@ -5,7 +5,8 @@
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
 
 -- R starts in a second or two on an idle machine, Go builds its first cell in a few; far longer
--- on a loaded one.
+-- on a loaded one (70 s seen), so the file gets more than run.sh's 60 s:
+-- run.sh timeout: 300
 local START_MS = 90000
 
 H.main(function()

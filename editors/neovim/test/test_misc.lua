@@ -1,5 +1,6 @@
 -- The help file (tags build, every command and Lua function documented), $/progress in
--- status(), and the framing of messages split across reads.
+-- status(), the framing of messages split across reads, and the statusline snippet of the
+-- README and the help file evaluated in a real statusline while a kernel is busy.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
 local plugin = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
 
@@ -58,6 +59,40 @@ H.main(function()
     H.eq("starting python: sandbox 10%", s)
     c:_on_data(frame({ jsonrpc = "2.0", method = "$/progress", params = { token = "t1", value = { kind = "end" } } }))
     H.eq("", cb.status())
+  end)
+
+  H.test("the documented statusline shows a busy kernel, without an error", function()
+    -- The snippet verbatim from both documents, so that this fails when they drift.
+    local function snippet(path)
+      for _, l in ipairs(vim.fn.readfile(plugin .. "/" .. path)) do
+        local s = l:match("^%s*(vim%.o%.statusline = .*)$")
+        if s then
+          return s
+        end
+      end
+      error("no statusline snippet in " .. path)
+    end
+    local readme, doc = snippet("README.md"), snippet("doc/cellbox.txt")
+    H.eq(readme, doc, "README.md and doc/cellbox.txt give the same statusline")
+    local buf = H.buffer("busy.py", "python", { "import time", "time.sleep(60)" })
+    local ex = cb.run_file(buf)
+    local kid = cb.kernel(buf, false)
+    H.wait(function()
+      return cb._state.kernels[kid].state == "busy"
+    end, 15000, "the kernel to be busy")
+    assert(loadstring(readme))()
+    vim.v.errmsg = ""
+    local res = vim.api.nvim_eval_statusline(vim.o.statusline, { winid = vim.api.nvim_get_current_win() })
+    H.eq("", vim.v.errmsg, "evaluating the statusline")
+    H.check(res.str:find("busy.py cellbox python: busy", 1, true), res.str)
+    -- What the documents said before: Vimscript calls require() and converts the module (whose
+    -- tables now have numeric keys) to a Dictionary, which fails.
+    vim.v.errmsg = ""
+    vim.api.nvim_eval_statusline([[%f %{v:lua.require("cellbox").status()}]], {})
+    H.check(vim.v.errmsg ~= "", "the old snippet no longer fails: is the test still right?")
+    cb.interrupt(buf)
+    H.eq("interrupted", H.done(ex).status)
+    vim.o.statusline = ""
   end)
 
   H.test("a kernel that cannot start says why", function()

@@ -12,6 +12,9 @@
 --   terminal.lua   :CellboxTerminal
 --   network.lua    the sandbox's network: blocked connections, :CellboxAllow, :CellboxNetwork
 --   install.lua    :CellboxInstall
+--   reattach.lua   a file's kernel across restarts of Neovim
+--   ipynb.lua      .ipynb notebooks as `# %%` buffers
+--   kitty.lua      images inline with the kitty graphics protocol
 -- and the user commands and <Plug> mappings in plugin/cellbox.lua.
 local session = require("cellbox.session")
 local kernels = require("cellbox.kernels")
@@ -32,6 +35,10 @@ local default_config = {
   -- The command that speaks the protocol on stdio. `cellbox connect` bridges to the user's
   -- long-lived daemon (kernels outlive Neovim); {"cellbox", "serve", "--stdio"} runs a private one.
   cmd = { "cellbox", "connect" },
+  -- Remember each file's kernel (stdpath('data')/cellbox/kernels.json) and attach to it again
+  -- when the file is opened after a restart of Neovim, if the daemon still runs it: true, false,
+  -- or "auto": when cmd is `cellbox connect` (a private daemon's kernels end with Neovim).
+  reattach = "auto",
   -- Extra environment for the job (e.g. { CELLBOX_STATE_DIR = "/tmp/x" }).
   env = nil,
   -- The project the workspace overlays: a path, a function returning one, or nil for the cwd.
@@ -63,10 +70,18 @@ local default_config = {
   checkpoint_runs = true,
   -- Say in a message which files a run changed (the line under its output says it anyway).
   notify_files_changed = true,
+  -- Map ]d and [d (buffer-local) to vim.diagnostic.goto_next/goto_prev in a buffer that runs
+  -- code, unless they are mapped already (Neovim 0.7.2 has no default for them; 0.10 does).
+  diagnostic_keys = true,
   -- Virtual lines shown under the code that ran; more are in :CellboxOutput.
   virt_lines = 6,
-  -- Where images (image/png, image/svg+xml) are saved.
+  -- Where images (image/png, image/svg+xml) are saved; their path is shown under the output.
   image_dir = nil,
+  -- PNG images inline, with the kitty graphics protocol: "auto" (in kitty: $TERM xterm-kitty or
+  -- $KITTY_WINDOW_ID, not in tmux), "kitty" (always) or "path" (never; the path only).
+  images = "auto",
+  -- The screen rows an inline image takes under the output.
+  image_rows = 10,
   float = { border = "rounded", max_width = 120, max_height = 30 },
 }
 

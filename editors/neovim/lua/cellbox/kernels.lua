@@ -53,7 +53,14 @@ local function start_kernel(language)
   return res.kernelId
 end
 
---- The kernel of buffer buf, started if needed. Returns the kernelId or nil.
+--- Makes kid buf's kernel, and remembers it for the file (reattach.lua).
+local function set_kernel(buf, kid)
+  state.buf_kernel[buf] = kid
+  require("cellbox.reattach").remember(buf, kid)
+end
+
+--- The kernel of buffer buf, started if needed (or, after a restart of Neovim, the kernel the
+--- file ran in before, if the daemon still runs it). Returns the kernelId or nil.
 function M.kernel(buf, start)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   local kid = state.buf_kernel[buf]
@@ -62,6 +69,10 @@ function M.kernel(buf, start)
   end
   if start == false then
     return nil
+  end
+  kid = require("cellbox.reattach").try(buf)
+  if kid then
+    return kid
   end
   local lang = M.language(buf)
   if not lang then
@@ -80,7 +91,7 @@ function M.kernel(buf, start)
     end
     state.lang_kernel[lang] = state.lang_kernel[lang] or kid
   end
-  state.buf_kernel[buf] = kid
+  set_kernel(buf, kid)
   return kid
 end
 
@@ -95,19 +106,19 @@ function M.select_kernel(arg, buf)
     end
     local kid = start_kernel(lang)
     if kid then
-      state.buf_kernel[buf] = kid
+      set_kernel(buf, kid)
     end
     return kid
   end
   if arg and arg ~= "" then
     if state.kernels[arg] then
-      state.buf_kernel[buf] = arg
+      set_kernel(buf, arg)
       return arg
     end
     -- A language: start a kernel of it for this buffer.
     local kid = start_kernel(arg)
     if kid then
-      state.buf_kernel[buf] = kid
+      set_kernel(buf, kid)
     end
     return kid
   end
@@ -153,7 +164,7 @@ function M.select_kernel(arg, buf)
         state.kernels[k.kernelId] = { id = k.kernelId, language = k.language, state = k.state }
       end
       call(methods.KernelAttach, { kernelId = k.kernelId })
-      state.buf_kernel[buf] = k.kernelId
+      set_kernel(buf, k.kernelId)
     end
   end)
 end
@@ -254,6 +265,7 @@ function M.shutdown(buf)
     return notify("no kernel for this buffer", vim.log.levels.WARN)
   end
   local res = call(methods.KernelShutdown, { kernelId = kid }, 60000)
+  require("cellbox.reattach").forget_kernel(kid)
   state.kernels[kid] = nil
   for b, k in pairs(state.buf_kernel) do
     if k == kid then

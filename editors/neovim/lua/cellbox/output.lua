@@ -3,6 +3,7 @@
 -- and clearing it. (The output model and its lines are in util.lua.)
 local session = require("cellbox.session")
 local util = require("cellbox.util")
+local kitty = require("cellbox.kitty")
 
 local api = vim.api
 local state = session.state
@@ -39,7 +40,28 @@ function M.set_diagnostics(buf)
   vim.diagnostic.set(M.diag_ns, buf, list)
 end
 
+--- Maps ]d and [d in buf (buffer-local, normal mode) to vim.diagnostic.goto_next/goto_prev,
+--- once, unless config.diagnostic_keys is false or the key is mapped already (by the user, or
+--- by Neovim 0.10's defaults): Neovim 0.7.2 has no default for them.
+function M.map_diagnostic_keys(buf)
+  if session.config().diagnostic_keys == false or state.keys_mapped[buf] then
+    return
+  end
+  state.keys_mapped[buf] = true
+  for lhs, fn in pairs({ ["]d"] = "goto_next", ["[d"] = "goto_prev" }) do
+    local taken = api.nvim_buf_call(buf, function()
+      return vim.fn.maparg(lhs, "n") ~= ""
+    end)
+    if not taken then
+      vim.keymap.set("n", lhs, function()
+        vim.diagnostic[fn]()
+      end, { buffer = buf, silent = true, desc = "cellbox: vim.diagnostic." .. fn })
+    end
+  end
+end
+
 local function remove_exec(exec)
+  kitty.forget(exec)
   pcall(api.nvim_buf_del_extmark, exec.buf, ns, exec.mark)
   pcall(api.nvim_buf_del_extmark, exec.buf, ns, exec.start_mark)
   exec.removed = true
@@ -92,6 +114,17 @@ function M.render(exec)
   if exec.files_line then
     -- The files the execution changed, always shown (like a truncation note).
     table.insert(virt, { { "  ↳ " .. exec.files_line, "CellboxInfo" } })
+  end
+  if kitty.enabled(config) then
+    -- The image inline (kitty graphics protocol), over blank lines reserved under the output.
+    local img = kitty.image_for(exec, config)
+    if img then
+      img.offset = #virt
+      for _ = 1, img.rows do
+        table.insert(virt, { { " ", "CellboxOutput" } })
+      end
+      kitty.schedule_refresh()
+    end
   end
   local opts = { id = exec.mark, virt_text = { util.status_chunk(exec) }, virt_text_pos = "eol" }
   if #virt > 0 then

@@ -98,6 +98,7 @@ function M.run_range(buf, s, e, opts)
     return nil
   end
   output.clear(buf, s, e)
+  output.map_diagnostic_keys(buf)
   state.seq = state.seq + 1
   local exec = {
     id = "nvim-" .. vim.fn.getpid() .. "-" .. state.seq,

@@ -22,6 +22,8 @@ M.state = {
   buf_execs = {}, -- bufnr -> {exec...}
   progress = {}, -- token -> value
   ptys = {}, -- ptyId -> {buf, chan, win}
+  keys_mapped = {}, -- bufnr -> true once ]d and [d were considered (output.map_diagnostic_keys)
+  reattach_tried = {}, -- bufnr -> true once its file's remembered kernel was looked for (reattach.lua)
   seq = 0,
 }
 local state = M.state
@@ -168,6 +170,7 @@ function M.reset(_, code)
   state.kernels = {}
   state.buf_kernel = {}
   state.lang_kernel = {}
+  state.reattach_tried = {}
   state.workspace = nil
   state.init = nil
 end

@@ -199,6 +199,8 @@ function M.status_chunk(exec)
     return { "⏹ " .. count .. "interrupted" .. dur, "CellboxFailed" }
   elseif st == "timeout" then
     return { "⏱ " .. count .. "timeout" .. ((r.error and r.error.ename == "KernelRestarted") and " (kernel restarted)" or ""), "CellboxFailed" }
+  elseif st == "stored" then
+    return { count .. "saved in the notebook", "CellboxInfo" }
   elseif st == "aborted" then
     return { "∅ aborted (an earlier execution failed)", "CellboxFailed" }
   end
