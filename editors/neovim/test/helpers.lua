@@ -22,6 +22,8 @@ function H.setup(opts)
     cmd = { H.bin, "serve", "--stdio" },
     sandbox = "best-effort",
     image_dir = H.project .. "-images",
+    -- A first completion loads modules; on a loaded machine it takes longer than an editor waits.
+    complete_timeout_ms = 60000,
   }, opts or {}))
   return cb
 end

@@ -10,6 +10,11 @@ local methods = proto.methods
 local api = vim.api
 local call = session.call
 
+-- How long completion and help wait for the kernel (config complete_timeout_ms).
+local function wait_ms()
+  return session.config().complete_timeout_ms or 5000
+end
+
 local M = {}
 
 -- The code of the cell under the cursor up to the cursor, and the byte offset in it of the
@@ -55,7 +60,7 @@ function M.omnifunc(findstart, base)
       return -3
     end
     local code, line_offset = code_to_cursor()
-    local res = call(methods.KernelComplete, { kernelId = kid, code = code, cursorPos = #code }, 5000)
+    local res = call(methods.KernelComplete, { kernelId = kid, code = code, cursorPos = #code }, wait_ms())
     if not res then
       return -3
     end
@@ -79,7 +84,7 @@ function M.complete()
     return nil
   end
   local code, line_offset = code_to_cursor()
-  local res = call(methods.KernelComplete, { kernelId = kid, code = code, cursorPos = #code }, 5000)
+  local res = call(methods.KernelComplete, { kernelId = kid, code = code, cursorPos = #code }, wait_ms())
   if not res then
     return nil
   end
@@ -99,7 +104,7 @@ function M.inspect()
   while e < #line and line:sub(e + 1, e + 1):match("[%w_]") do
     e = e + 1
   end
-  local res = call(methods.KernelInspect, { kernelId = kid, code = line, cursorPos = e, detailLevel = 0 }, 5000)
+  local res = call(methods.KernelInspect, { kernelId = kid, code = line, cursorPos = e, detailLevel = 0 }, wait_ms())
   if not res then
     return nil
   end

@@ -65,6 +65,9 @@ local default_config = {
   limits = nil,
   -- Per-execution timeout in ms (nil: the kernel's default).
   timeout_ms = nil,
+  -- How long omnifunc, complete() and :CellboxInspect wait for the kernel's answer (a first
+  -- completion in a fresh python kernel loads its modules, slower on a busy machine).
+  complete_timeout_ms = 5000,
   -- Take an automatic checkpoint before each run (overlay workspace), so that :CellboxUndo can
   -- restore the files to how they were before it; nothing is taken when nothing changed.
   checkpoint_runs = true,
