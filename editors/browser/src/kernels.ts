@@ -126,7 +126,7 @@ export class KernelsPanel {
             el("span", { class: "kernel-cpu", title: "CPU over the last interval (100% is one core)" }, cpu === undefined ? "CPU –" : `CPU ${cpu < 10 ? cpu.toFixed(1) : Math.round(cpu)}%`),
             el("span", { class: "kernel-memory", title: "resident memory of the kernel's processes" }, k.memoryBytes ? formatBytes(k.memoryBytes) : "–"),
           ),
-          el("div", { class: "kernel-foot" }, holder, el("span", { class: "kernel-started", title: `started ${new Date(k.startedAt).toLocaleString()}` }, `since ${new Date(k.startedAt).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}`)),
+          el("div", { class: "kernel-foot" }, holder, el("span", { class: "kernel-started", title: `started ${new Date(k.startedAt).toLocaleString()}` }, new Date(k.startedAt).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" }))),
         );
         if (!held) {
           const stop = el("button", { class: "kernel-shutdown", title: "shut this kernel down: its processes end and its variables are lost" }, "Shut down");

@@ -311,7 +311,8 @@ export class Terminals {
 
   /**
    * Re-attaches the terminals of the session (those the daemon no longer
-   * has are dropped from it); on a first visit, opens one.
+   * has are dropped from it); on a first visit, or when none of them is
+   * left, opens one. A page whose terminals were all closed opens none.
    */
   async restore() {
     const saved = this.wb.session.get<SavedTerminal[] | undefined>("terminals", undefined);
@@ -333,6 +334,8 @@ export class Terminals {
     );
     const first = this.panels[0];
     if (first) this.wb.terms.activate(this.open.find((o) => o.panel === first)!.tabId);
+    // Terminals were open and none is left (the daemon restarted): a fresh one.
+    else if (valid.length) await this.create();
     this.save();
   }
 

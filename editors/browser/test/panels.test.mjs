@@ -121,6 +121,24 @@ test("a reload re-attaches both terminals with their scrollback, once; no orphan
   assert.ok(saved.every((s) => s.seq > 0), `seqs: ${JSON.stringify(saved)}`);
 });
 
+test("a dropped connection re-attaches every terminal: what came meanwhile shows, nothing twice", async () => {
+  // Terminal 2 is in front: its output comes while the connection is down.
+  await typeLine("sleep 1; echo LATE-$((5+5))");
+  // The whole line reached the shell (keystrokes typed while offline are lost).
+  await waitText(1, "sleep 1; echo LATE-$((5+5))", "the command line echoed");
+  await page.evaluate(() => window.cellbox.client.drop());
+  await waitFor(() => page.evaluate(() => window.cellbox.client.state === "open"), { what: "the connection back" });
+  await waitText(1, "LATE-10", "the output made while the connection was down");
+  await termTabs().nth(0).click();
+  await typeLine("echo DROP-$((3*3))");
+  await waitText(0, "DROP-9", "terminal 1 after the reconnect");
+  const [t1, t2] = [await termText(0), await termText(1)];
+  assert.equal(count(t1, "MARK-A-41"), 1);
+  assert.equal(count(t2, "MARK-B-42"), 1);
+  assert.equal(count(t2, "LATE-10"), 1);
+  assert.equal((await stats()).ptys, 2);
+});
+
 test("closing a tab closes its pty", async () => {
   const gone = await page.evaluate(() => window.cellbox.terminals.panels[1].ptyId);
   await termTabs().nth(1).locator(".tab-close").click();
@@ -146,6 +164,7 @@ test("a shell that exits says so in its tab and restarts", async () => {
   assert.ok(await bar.isHidden());
   const now = await page.evaluate(() => window.cellbox.terminals.panels[0].ptyId);
   assert.ok(now && now !== old, "a new pty");
+  await waitText(0, "/workspace$", "the new shell's prompt");
   await typeLine("echo AGAIN-$((2+3))");
   await waitText(0, "AGAIN-5", "the restarted shell");
   assert.equal((await stats()).ptys, 1);
