@@ -96,7 +96,8 @@ export class TerminalPanel {
     this.sizeTimer = setTimeout(() => {
       this.sizeTimer = undefined;
       const { cols, rows } = this.term;
-      if (!this.ptyId || this.exited || (cols === this.sent.cols && rows === this.sent.rows)) return;
+      // A hidden tab has no size of its own: it tells its size when shown.
+      if (!this.ptyId || this.exited || !this.host.clientWidth || (cols === this.sent.cols && rows === this.sent.rows)) return;
       this.sent = { cols, rows };
       void this.client.request(Methods.PtyResize, { ptyId: this.ptyId, cols, rows }).catch(() => {});
     }, 50);
@@ -268,6 +269,8 @@ interface SavedTerminal {
   n: number;
   /** The seq of the last output rendered. */
   seq: number;
+  /** The tab in front. */
+  active?: boolean;
 }
 
 interface Open {
@@ -332,8 +335,8 @@ export class Terminals {
         await this.wb.terms.close(o.tabId, false);
       }),
     );
-    const first = this.panels[0];
-    if (first) this.wb.terms.activate(this.open.find((o) => o.panel === first)!.tabId);
+    const front = this.open.find((o) => o.n === valid.find((s) => s.active)?.n) ?? this.open.find((o) => o.panel === this.panels[0]);
+    if (front) this.wb.terms.activate(front.tabId);
     // Terminals were open and none is left (the daemon restarted): a fresh one.
     else if (valid.length) await this.create();
     this.save();
@@ -371,11 +374,15 @@ export class Terminals {
         this.save();
         return true;
       },
-      activate: () =>
+      activate: () => {
+        this.save();
         requestAnimationFrame(() => {
           o.panel.fitNow();
-          o.panel.focus();
-        }),
+          // Not away from an editor the user is typing in (a tab opened by the page).
+          const f = document.activeElement;
+          if (!f || f === document.body || this.wb.terms.root.contains(f)) o.panel.focus();
+        });
+      },
     });
     return o;
   }
@@ -397,7 +404,8 @@ export class Terminals {
     if (this.saveTimer) clearTimeout(this.saveTimer);
     this.saveTimer = undefined;
     const list: SavedTerminal[] = [];
-    for (const o of this.open) if (o.panel.ptyId) list.push({ ptyId: o.panel.ptyId, n: o.n, seq: o.panel.seq });
+    const front = this.wb.terms.current?.id;
+    for (const o of this.open) if (o.panel.ptyId) list.push({ ptyId: o.panel.ptyId, n: o.n, seq: o.panel.seq, ...(o.tabId === front ? { active: true } : {}) });
     this.wb.session.set("terminals", list);
   }
 }

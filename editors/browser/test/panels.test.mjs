@@ -97,10 +97,12 @@ test("two terminal tabs, each with its own shell; + never replaces one", async (
 
 test("a reload re-attaches both terminals with their scrollback, once; no orphan pty", async () => {
   const before = await page.evaluate(() => window.cellbox.terminals.panels.map((p) => p.ptyId));
+  const front = await page.locator(".terms .tab.active .tab-title").innerText();
   await page.reload();
   await ready();
   await waitFor(async () => (await termTabs().count()) === 2, { what: "two terminal tabs after the reload" });
   assert.deepEqual(await termTabs().locator(".tab-title").allInnerTexts(), ["Terminal 1", "Terminal 2"]);
+  assert.equal(await page.locator(".terms .tab.active .tab-title").innerText(), front, "the same terminal in front");
   assert.deepEqual(await page.evaluate(() => window.cellbox.terminals.panels.map((p) => p.ptyId)), before, "the same ptys, re-attached");
   await waitText(0, "MARK-A-41", "terminal 1's scrollback");
   await waitText(1, "MARK-B-42", "terminal 2's scrollback");
