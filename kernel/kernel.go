@@ -126,15 +126,24 @@ func (k *Kernel) StartResult() protocol.KernelStartResult {
 	return res
 }
 
-// Info is the kernel's kernel/list entry.
+// Info is the kernel's kernel/list entry, with the CPU time and memory of
+// its driver's processes measured now (cheap: a few /proc reads a process).
 func (k *Kernel) Info() protocol.KernelInfo {
 	_, outAt := k.out.activity()
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	return protocol.KernelInfo{
+	info := protocol.KernelInfo{
 		KernelID: k.id, Language: k.lang, WorkspaceID: k.ws.ID(), State: k.state,
 		ExecutionCount: k.count, StartedAt: k.startedAt, LastActivity: latest(k.lastActivity, outAt),
 	}
+	d := k.drv
+	k.mu.Unlock()
+	if d != nil && d.proc != nil {
+		if u, err := d.proc.Usage(); err == nil {
+			ms := u.CPU.Milliseconds()
+			info.CPUMs, info.MemoryBytes = &ms, u.RSSBytes
+		}
+	}
+	return info
 }
 
 // idleFor is how long the kernel has had no client attached, nothing to

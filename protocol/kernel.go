@@ -310,6 +310,15 @@ type KernelInfo struct {
 	StartedAt time.Time `json:"startedAt"`
 	// LastActivity is when the kernel last executed or produced output (RFC 3339).
 	LastActivity time.Time `json:"lastActivity"`
+	// CPUMs is the CPU time (user and system) the kernel's processes have
+	// used so far, its children that ended included; measured when
+	// kernel/list is asked; absent when unknown (a kernel not running).
+	// An extension of version 1 (PROTOCOL.md §4).
+	CPUMs *int64 `json:"cpuMs,omitempty"`
+	// MemoryBytes is the resident memory of the kernel's processes now
+	// (summed: a page two of them share counts twice); absent when unknown.
+	// An extension of version 1 (PROTOCOL.md §4).
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
 
 // KernelCompleteParams are the params of `kernel/complete`.

@@ -1099,6 +1099,19 @@ export interface KernelInfo {
   startedAt: string;
   /** lastActivity is when the kernel last executed or produced output (RFC 3339). */
   lastActivity: string;
+  /**
+   * cpuMs is the CPU time (user and system) the kernel's processes have
+   * used so far, its children that ended included; measured when
+   * kernel/list is asked; absent when unknown (a kernel not running).
+   * An extension of version 1 (PROTOCOL.md §4).
+   */
+  cpuMs?: number;
+  /**
+   * memoryBytes is the resident memory of the kernel's processes now
+   * (summed: a page two of them share counts twice); absent when unknown.
+   * An extension of version 1 (PROTOCOL.md §4).
+   */
+  memoryBytes?: number;
 }
 
 /** KernelCompleteParams are the params of `kernel/complete`. */

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,7 +59,8 @@ type Process struct {
 	// caller owns it.
 	PTY *os.File
 
-	started chan *msg // the spawner's answer (plus PTY)
+	started chan *msg    // the spawner's answer (plus PTY)
+	hostPid atomic.Int64 // Pid as the daemon's /proc sees it, once looked up (usage_linux.go)
 	exited  chan struct{}
 	status  ExitStatus
 	err     error

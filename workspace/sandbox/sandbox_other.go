@@ -35,6 +35,7 @@ func (p *Process) Exited() <-chan struct{}         { c := make(chan struct{}); c
 func (p *Process) Signal(syscall.Signal) error     { return ErrLinuxOnly }
 func (p *Process) SignalTree(syscall.Signal) error { return ErrLinuxOnly }
 func (p *Process) Kill() error                     { return ErrLinuxOnly }
+func (p *Process) Usage() (Usage, error)           { return Usage{}, ErrLinuxOnly }
 func SandboxRootHostIDs() (uid, gid int)           { return os.Getuid(), os.Getgid() }
 func signalName(s syscall.Signal) string           { return s.String() }
 

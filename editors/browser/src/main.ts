@@ -15,7 +15,9 @@ import { InstallPanel, NetworkPanel } from "./network";
 import { Notebook } from "./notebook";
 import { Session } from "./session";
 import { Tabs } from "./tabs";
-import { TerminalPanel } from "./terminal";
+import { KernelsPanel } from "./kernels";
+import { Terminals } from "./terminal";
+import { VariablesPanel } from "./variables";
 import { KernelRegistry, type Opener, type Workbench } from "./workbench";
 
 declare global {
@@ -137,15 +139,30 @@ async function main() {
   nb.files = fileView;
   wb.changes = fileView;
   nb.add("print('hello from the sandbox')");
-  const termRoot = el("section", { class: "term-panel" });
-  terms.open({ id: "term:1", title: "Terminal", body: termRoot });
-  const term = new TerminalPanel(client, ws.workspaceId, termRoot, wb.networkParams);
+  const terminals = new Terminals(wb);
+  const variables = new VariablesPanel(wb);
+  const kernels = new KernelsPanel(wb);
   client.onReconnected(async () => {
     await Promise.all([fileView.rewatch(), nb.resync()]);
   });
   // For tests and for people poking at the page from the console.
-  window.cellbox = { client, workbench: wb, notebook: nb, files: fileView, terminal: term, workspace: ws, network, install };
-  await Promise.all([fileView.start(), term.open(), nb.ensureKernel().catch(() => {})]);
+  window.cellbox = {
+    client,
+    workbench: wb,
+    notebook: nb,
+    files: fileView,
+    /** The terminal in front. */
+    get terminal() {
+      return terminals.current;
+    },
+    terminals,
+    variables,
+    kernels,
+    workspace: ws,
+    network,
+    install,
+  };
+  await Promise.all([fileView.start(), terminals.restore().catch(() => {}), nb.ensureKernel().catch(() => {})]);
   document.body.dataset.ready = "true";
 }
 

@@ -1,0 +1,158 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// userHZ is the unit of the times in /proc/PID/stat (USER_HZ, which Linux
+// fixes at 100 for user space on every architecture it runs on).
+const userHZ = 100
+
+// maxTree bounds the processes a measure walks.
+const maxTree = 1 << 14
+
+// Usage measures the program and its descendants from /proc, when it is
+// asked (nothing polls): a few small reads per process.
+func (p *Process) Usage() (Usage, error) {
+	select {
+	case <-p.exited:
+		return Usage{}, errors.New("usage: the program has ended")
+	default:
+	}
+	pid, err := p.hostPID()
+	if err != nil {
+		return Usage{}, err
+	}
+	var u Usage
+	for _, q := range tree(pid) {
+		cpu, ok := cpuTicks(q)
+		if !ok {
+			continue // ended meanwhile
+		}
+		u.CPU += time.Duration(cpu) * time.Second / userHZ
+		u.RSSBytes += residentBytes(q)
+		u.Processes++
+	}
+	if u.Processes == 0 {
+		return Usage{}, errors.New("usage: the program has ended")
+	}
+	return u, nil
+}
+
+// hostPID is the program's pid as the daemon's /proc sees it: the process
+// below the sandbox's init whose innermost pid (the last of NSpid in
+// /proc/PID/status) is Pid. Found once, then checked again at each use
+// (cheap; a pid is not reused before the spawner waits for the program).
+func (p *Process) hostPID() (int, error) {
+	if h := int(p.hostPid.Load()); h > 0 {
+		if nsPid(h) == p.Pid {
+			return h, nil
+		}
+	}
+	if p.Pid <= 0 {
+		return 0, errors.New("usage: the program has no pid yet")
+	}
+	for _, q := range tree(p.s.InitPID()) {
+		if nsPid(q) == p.Pid {
+			p.hostPid.Store(int64(q))
+			return q, nil
+		}
+	}
+	return 0, fmt.Errorf("usage: no process of the sandbox (init %d) has pid %d in it", p.s.InitPID(), p.Pid)
+}
+
+// nsPid is a process's pid in its innermost pid namespace, or -1.
+func nsPid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("NSpid:")); ok {
+			f := bytes.Fields(v)
+			if len(f) == 0 {
+				return -1
+			}
+			n, err := strconv.Atoi(string(f[len(f)-1]))
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// tree lists pid and every process below it (at most maxTree), from the
+// kernel's children lists.
+func tree(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out) && len(out) < maxTree; i++ {
+		dir := "/proc/" + strconv.Itoa(out[i]) + "/task/"
+		tasks, _ := os.ReadDir(dir)
+		for _, t := range tasks {
+			b, err := os.ReadFile(dir + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cpuTicks is utime+stime+cutime+cstime of /proc/PID/stat, in USER_HZ
+// ticks; ok is false when the process is gone.
+func cpuTicks(pid int) (int64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After comm: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+	if len(f) < 15 {
+		return 0, false
+	}
+	var total int64
+	for _, s := range f[11:15] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += max(n, 0)
+	}
+	return total, true
+}
+
+// residentBytes is a process's resident set (the second field of
+// /proc/PID/statm, in pages), or 0.
+func residentBytes(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n * int64(os.Getpagesize())
+}
