@@ -1103,13 +1103,13 @@ export interface KernelInfo {
    * cpuMs is the CPU time (user and system) the kernel's processes have
    * used so far, its children that ended included; measured when
    * kernel/list is asked; absent when unknown (a kernel not running).
-   * An extension of version 1 (PROTOCOL.md §4).
+   * An extension of version 1 (README: the daemon's extensions).
    */
   cpuMs?: number;
   /**
    * memoryBytes is the resident memory of the kernel's processes now
    * (summed: a page two of them share counts twice); absent when unknown.
-   * An extension of version 1 (PROTOCOL.md §4).
+   * An extension of version 1 (README: the daemon's extensions).
    */
   memoryBytes?: number;
 }
