@@ -6,7 +6,7 @@ import { Session, KernelHandle } from "./session";
 import type { InterpreterInfo } from "../../protocol/protocol";
 import { OutputPanel } from "./outputView";
 import { findCells, cellAt, cellCode, CELL_MARKER, CellRange } from "./cells";
-import { CellboxNotebookController, FilesChangedStatusBar } from "./notebook";
+import { CellboxNotebookController, FilesChangedStatusBar, NOTEBOOK_TYPES } from "./notebook";
 import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME, sandboxUri, type ChangeState } from "./scm";
 import { undoExecution, showExecutions, pickCheckpoint, exportGitCommand, exportPatchCommand, forkCommand, type UndoTarget, type HandoffViews } from "./handoff";
 import { CellboxPseudoterminal } from "./terminal";
@@ -124,6 +124,9 @@ async function connect(): Promise<Session> {
       .then(async (ws) => {
         if (ws) {
           await client.request(Methods.FsWatch, { workspaceId: ws.workspaceId }).catch(() => undefined);
+          // The workspace says which interpreter each language runs here (its .venv): the
+          // kernel picker offers the host's others beside it.
+          notebook?.setLanguages(s);
           await scm?.refresh();
           checkpoints.refresh();
         }
@@ -519,10 +522,14 @@ export function activate(ctx: vscode.ExtensionContext) {
     scm = new CellboxScm(() => session, root, content);
     ctx.subscriptions.push(scm);
   }
-  notebook = new CellboxNotebookController(getSession, (f) => {
-    outputListeners.add(f);
-    return new vscode.Disposable(() => outputListeners.delete(f));
-  });
+  notebook = new CellboxNotebookController(
+    getSession,
+    (f) => {
+      outputListeners.add(f);
+      return new vscode.Disposable(() => outputListeners.delete(f));
+    },
+    (l) => log.appendLine(l),
+  );
   const filesChanged = new FilesChangedStatusBar(notebook);
   ctx.subscriptions.push(
     filesChanged,
@@ -683,12 +690,21 @@ export function activate(ctx: vscode.ExtensionContext) {
       variables?.refreshSoon();
     }),
     vscode.window.onDidChangeActiveNotebookEditor(() => variables?.refreshSoon()),
+    // A notebook opens: the kernel picker lists the daemon's kernels (connect for them), the
+    // one of its kernelspec first.
+    vscode.workspace.onDidOpenNotebookDocument((nb) => {
+      if (!NOTEBOOK_TYPES.includes(nb.notebookType)) return;
+      if (session) notebook?.prefer(nb);
+      else if (config().get<boolean>("connectOnStartup", true)) getSession().catch((e) => log.appendLine(errorMessage(e)));
+    }),
     new vscode.Disposable(() => {
       for (const d of sessionSubs.splice(0)) d.dispose();
     }),
   );
-  // With a workspace folder, connect at once so the SCM view shows the sandbox's pending changes.
-  if (scm && config().get<boolean>("connectOnStartup", true)) {
+  // With a workspace folder, connect at once so the SCM view shows the sandbox's pending changes
+  // (and with a notebook open, so that the kernel picker lists the daemon's kernels).
+  const notebookOpen = vscode.workspace.notebookDocuments.some((nb) => NOTEBOOK_TYPES.includes(nb.notebookType));
+  if ((scm || notebookOpen) && config().get<boolean>("connectOnStartup", true)) {
     getSession().catch((e) => log.appendLine(errorMessage(e)));
   }
 }

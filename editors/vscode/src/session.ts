@@ -221,10 +221,13 @@ export class Session {
     return p;
   }
 
-  /** Starts a kernel; register: it becomes the language's kernel for files (notebooks keep their own). */
-  async startKernel(language: string, workDoneToken?: string, register = true): Promise<KernelHandle> {
+  /**
+   * Starts a kernel; register: it becomes the language's kernel for files (notebooks keep their
+   * own); interpreter: kernel/start's (a host path of one of initialize's interpreters).
+   */
+  async startKernel(language: string, workDoneToken?: string, register = true, interpreter?: string): Promise<KernelHandle> {
     const ws = await this.ensureWorkspace();
-    const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, ...this.network.startParams(ws?.workspaceId), limits: this.opts.limits, workDoneToken };
+    const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, ...this.network.startParams(ws?.workspaceId), limits: this.opts.limits, workDoneToken, interpreter };
     const res = await this.client.request(Methods.KernelStart, params);
     const h: KernelHandle = { kernelId: res.kernelId, language: res.language, state: "idle", version: res.languageInfo?.version, interpreter: res.interpreter };
     if (register) this.kernels.set(language, h);
