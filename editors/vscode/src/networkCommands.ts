@@ -1,7 +1,8 @@
-// The network and packages in VS Code: the prompt of a blocked connection (a warning message with
-// "Allow once" / "Always allow"), the settings cellbox.network.mode and cellbox.network.allow that
-// "Always allow" writes, and the commands cellbox.network.allow, cellbox.network.set and
-// cellbox.install. The rules and the prompts' bookkeeping are network.ts's.
+// The network and packages in VS Code: the notification of a blocked connection (a warning
+// message with "Allow once" / "Allow always" / "Ignore"), the settings cellbox.network.mode and
+// cellbox.network.allow that "Allow always" writes, and the commands cellbox.network.allow,
+// cellbox.network.set and cellbox.install. The rules and the notifications' bookkeeping are
+// network.ts's.
 import * as vscode from "vscode";
 import type { Session } from "./session";
 import type { NetworkPolicyOptions, BlockedAnswer, WorkspaceNetwork } from "./network";
@@ -9,7 +10,10 @@ import { install, installMessage, parsePackages } from "./network";
 import type { PackageManager } from "../../protocol/protocol";
 
 export const ALLOW_ONCE = "Allow once";
-export const ALWAYS_ALLOW = "Always allow";
+export const ALWAYS_ALLOW = "Allow always";
+export const IGNORE = "Ignore";
+/** The actions of a blocked connection's notification, in order. */
+export const BLOCKED_ACTIONS = [ALLOW_ONCE, ALWAYS_ALLOW, IGNORE];
 
 function config() {
   return vscode.workspace.getConfiguration("cellbox");
@@ -23,11 +27,14 @@ export async function persistRule(rule: string): Promise<void> {
   if (c.get<string>("network.mode", "none") === "none") await c.update("network.mode", "allowlist", vscode.ConfigurationTarget.Workspace);
 }
 
-/** The UI half of a session's NetworkPolicy: the warning message and the settings. */
+/**
+ * The UI half of a session's NetworkPolicy: the notification (a warning message: Allow once,
+ * Allow always, Ignore; closing it is Ignore) and the settings.
+ */
 export function networkUI(log?: (line: string) => void): Omit<NetworkPolicyOptions, "mode" | "allow"> {
   return {
     async ask(message: string): Promise<BlockedAnswer> {
-      const pick = await vscode.window.showWarningMessage(message, ALLOW_ONCE, ALWAYS_ALLOW);
+      const pick = await vscode.window.showWarningMessage(message, ...BLOCKED_ACTIONS);
       return pick === ALLOW_ONCE ? "once" : pick === ALWAYS_ALLOW ? "always" : undefined;
     },
     persist: persistRule,

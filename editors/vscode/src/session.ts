@@ -192,12 +192,13 @@ export class Session {
     }
   }
 
-  /** "the kernel of nb.ipynb", "the python kernel": whose kernel a kernelId is. */
+  /** "the python kernel of nb.ipynb", "the python kernel": whose kernel a kernelId is. */
   describeKernel(kernelId: string): string | undefined {
     const owner = this.kernelOwners.get(kernelId);
-    if (owner) return `the kernel of ${owner}`;
     const k = this.kernelById(kernelId);
-    return k ? `the ${this.label(k.language)} kernel` : undefined;
+    const kind = k ? `${this.label(k.language)} kernel` : "kernel";
+    if (owner) return `the ${kind} of ${owner}`;
+    return k ? `the ${kind}` : undefined;
   }
 
   /** Opens the workspace of opts.root (once). */
