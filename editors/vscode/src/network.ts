@@ -175,15 +175,16 @@ let installSeq = 0;
 export const INSTALL_TOKEN_PREFIX = "install-";
 
 /**
- * workspace/install: reports each `$/progress` of its token as a line ("Downloading requests",
- * "1.2 MB, 3 files"), resolves with the result.
+ * workspace/install: reports each `$/progress` of its token ("Installing with pip: 3 files,
+ * 1.2 MiB downloaded: requests-2.31.0-py3-none-any.whl", with its percentage when the daemon
+ * gives one), resolves with the result.
  */
 export async function install(
   client: Pick<CellboxClient, "request" | "onProgress">,
   workspaceId: string,
   manager: PackageManager,
   packages: string[],
-  report: (message: string) => void,
+  report: (message: string, percentage?: number) => void,
   token?: CancellationToken,
 ): Promise<WorkspaceInstallResult> {
   const workDoneToken = `${INSTALL_TOKEN_PREFIX}${process.pid}-${++installSeq}`;
@@ -195,7 +196,7 @@ export async function install(
       return;
     }
     const text = [p.value.title, p.value.message].filter(Boolean).join(": ");
-    if (text) report(text);
+    if (text || p.value.percentage !== undefined) report(text, p.value.percentage);
   });
   try {
     return await client.request(Methods.WorkspaceInstall, { workspaceId, manager, packages, workDoneToken }, token);
