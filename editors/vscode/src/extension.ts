@@ -639,6 +639,8 @@ export function activate(ctx: vscode.ExtensionContext) {
   reg("cellbox.checkpoint.refresh", () => checkpoints.refresh());
   reg("cellbox.openChange", (p: string) => openChange(p));
   reg("cellbox.undoExecution", (arg?: UndoTarget | vscode.SourceControlResourceGroup) => undoCommand(arg));
+  // The inline action of a run's group in the SCM view: restore to before that run, after a modal.
+  reg("cellbox.scm.undoRun", (g?: vscode.SourceControlResourceGroup) => undoCommand(g));
   reg("cellbox.showExecutions", async () => showExecutions(await getSession(), views()));
   reg("cellbox.exportGit", async () => exportGitCommand(await getSession()));
   reg("cellbox.exportPatch", async () => exportPatchCommand(await getSession()));

@@ -286,6 +286,7 @@ export class CellboxNotebookController implements vscode.Disposable {
       return false;
     }
     const id = newExecutionId("nb");
+    s.noteOrigin(id, `cell ${cell.index + 1} of ${nb.uri.path.split("/").pop() || nb.uri.toString()}`);
     const r: Running = { exec, items: [], state: {} };
     this.running.set(id, r);
     const cts = new CancellationTokenSource();

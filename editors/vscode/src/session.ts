@@ -6,6 +6,7 @@ import { CellboxClient, errorMessage } from "./client";
 import { OutputModel, Execution } from "./outputs";
 import { NetworkPolicy, type NetworkPolicyOptions } from "./network";
 import { diagnosticFor, DiagnosticSpec } from "./errors";
+import { executionTitle } from "../../browser/src/activity";
 import { resolveLanguage, supports, languageLabel, unsupportedMessage, extensionOf, LANGUAGE_ID_EXTENSIONS } from "./languages";
 import {
   Methods,
@@ -82,6 +83,9 @@ export interface RunOutcome {
   diagnostic?: DiagnosticSpec;
 }
 
+/** How many executions' origins a session keeps (the daemon keeps fewer records than this). */
+export const MAX_ORIGINS = 1000;
+
 let seq = 0;
 /** A fresh executionId. */
 export function newExecutionId(prefix = "vscode"): string {
@@ -103,6 +107,11 @@ export class Session {
   readonly network: NetworkPolicy;
   /** kernelId -> whose kernel it is ("nb.ipynb"), for the blocked prompt. */
   readonly kernelOwners = new Map<string, string>();
+  /**
+   * executionId -> what ran ("cell 3 of x.ipynb", "a.py:3-5"), for this editor's runs: the SCM
+   * view and the undo name them so. The newest MAX_ORIGINS are kept.
+   */
+  readonly origins = new Map<string, string>();
 
   private readonly _onModel = new Emitter<Execution[]>();
   private readonly _onKernels = new Emitter<void>();
@@ -201,6 +210,22 @@ export class Session {
     return k ? `the ${kind}` : undefined;
   }
 
+  /** Notes what an execution ran (origins), forgetting the oldest past MAX_ORIGINS. */
+  noteOrigin(executionId: string, origin: string) {
+    this.origins.set(executionId, origin);
+    for (const id of this.origins.keys()) {
+      if (this.origins.size <= MAX_ORIGINS) break;
+      this.origins.delete(id);
+    }
+  }
+
+  /** "cell 3 of x.ipynb (execution 3)", else "execution 3 (python)": an execution as the user knows it. */
+  runName(r: Pick<ExecutionRecord, "executionId" | "executionCount" | "language">): string {
+    const origin = this.origins.get(r.executionId);
+    if (!origin) return executionTitle(r);
+    return r.executionCount > 0 ? `${origin} (execution ${r.executionCount})` : origin;
+  }
+
   /** Opens the workspace of opts.root (once). */
   async ensureWorkspace(): Promise<WorkspaceInfo | undefined> {
     if (!this.opts.root) return undefined;
@@ -251,6 +276,7 @@ export class Session {
     const k = await this.kernel(r.language);
     const id = newExecutionId();
     const ex = this.model.begin({ id, kernelId: k.kernelId, code: r.code, label: r.label });
+    if (r.label) this.noteOrigin(id, r.label);
     this._onModel.fire([ex]);
     try {
       const res = await this.client.request(
