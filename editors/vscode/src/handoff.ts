@@ -4,7 +4,7 @@
 // a patch, and fork the workspace.
 import * as vscode from "vscode";
 import { ResponseError } from "vscode-jsonrpc/node";
-import type { Session } from "./session";
+import { sentenceStart, type Session } from "./session";
 import type { CellboxScm } from "./scm";
 import { errorMessage } from "./client";
 import { ErrorCodes, Methods, type ExecutionRecord, type WorkspaceExportGitResult, type WorkspaceInfo } from "../../protocol/protocol";
@@ -34,7 +34,7 @@ export async function undoExecution(s: Session, t: UndoTarget | undefined, views
   }
   // This editor's run is named by what ran ("Cell 3 of x.ipynb: Restore … before execution 3").
   const origin = s.origins.get(t.executionId);
-  const question = origin ? `${origin[0].toUpperCase()}${origin.slice(1)}: ${undoQuestion(t)}` : undoQuestion(t);
+  const question = origin ? `${sentenceStart(origin)}: ${undoQuestion(t)}` : undoQuestion(t);
   const ok = await vscode.window.showWarningMessage(question, { modal: true }, "Restore");
   if (ok !== "Restore") return false;
   await s.restore(t.checkpoint);

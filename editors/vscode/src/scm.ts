@@ -4,7 +4,7 @@
 // checkpoints (the user's, and the automatic ones taken before executions) in a tree view.
 import * as vscode from "vscode";
 import * as path from "node:path";
-import type { Session } from "./session";
+import { sentenceStart, type Session } from "./session";
 import { Methods, type Change, type Checkpoint, type ExecutionRecord } from "../../protocol/protocol";
 import { describeFiles, executionTitle, ignoredNote, lastChangers, listChanges, type ListedChange } from "../../browser/src/activity";
 import { errorMessage } from "./client";
@@ -227,7 +227,7 @@ export class CellboxScm implements vscode.Disposable {
     const when = new Date(r.finishedAt);
     const time = isNaN(when.getTime()) ? "" : ` · ${when.toLocaleTimeString()}`;
     const other = s && !s.kernelById(r.kernelId) ? " · another client" : "";
-    return `${t[0].toUpperCase()}${t.slice(1)}${files ? ` — ${files}` : ""}${time}${other}`;
+    return `${sentenceStart(t)}${files ? ` — ${files}` : ""}${time}${other}`;
   }
 
   /** Refreshes soon (fs/didChange bursts, executions); fromFs: the call is for fs/didChange. */

@@ -83,6 +83,14 @@ export interface RunOutcome {
   diagnostic?: DiagnosticSpec;
 }
 
+/**
+ * A name at the start of a sentence: "Cell 3 of x.ipynb", "Execution 7 (python)"; a file's
+ * ("analysis.py:4-9") stays as it is.
+ */
+export function sentenceStart(name: string): string {
+  return /^[a-z]+(\s|$)/.test(name) ? name[0].toUpperCase() + name.slice(1) : name;
+}
+
 /** How many executions' origins a session keeps (the daemon keeps fewer records than this). */
 export const MAX_ORIGINS = 1000;
 

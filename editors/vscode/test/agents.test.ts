@@ -229,6 +229,10 @@ test("SCM: a group per notebook run named by its cell and files; Undo This Run r
     assert.deepEqual(new Set(scm.changes.map((x) => x.path)), before);
     assert.ok(!existsSync(join(e.project, "a.csv")), "the project was never touched");
     assert.match(fake.created.infos.at(-1), /^cellbox: the files are as before cell 3 of x\.ipynb \(execution \d+\)\./);
+    // A file's run: its group is named by the file and lines that ran, as they are.
+    await s.run({ path: join(e.project, "analysis.py"), language: "python", code: "open('c.txt', 'w').write('c')", firstLine: 3, lastLine: 3, label: "analysis.py:4" });
+    await scm.refresh();
+    assert.match(scm.resourceGroups[0].label, /^analysis\.py:4 — wrote c\.txt \(new\) · /);
   } finally {
     (c as any).request = request;
     fake.setWarningAnswer(() => undefined);
