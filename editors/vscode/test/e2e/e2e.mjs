@@ -124,7 +124,6 @@ test("an .ipynb runs a cell on the cellbox notebook controller", async () => {
   // controllers, one per kernel of the daemon; pick cellbox's python (label "Python 3.x.y").
   const input = page.locator(".quick-input-widget input");
   const rows = page.locator(".quick-input-list .monaco-list-row");
-  let picked = false;
   try {
     await input.waitFor({ state: "visible", timeout: 15000 });
     await rows.first().waitFor({ timeout: 15000 });
@@ -135,12 +134,10 @@ test("an .ipynb runs a cell on the cellbox notebook controller", async () => {
     await page.waitForTimeout(500);
     await shot("03-kernel-picker.png");
     await ours.filter({ hasText: /Python 3\.\d+/ }).first().click();
-    picked = true;
   } catch (e) {
     await shot("03-kernel-picker-failed.png");
     throw e;
   }
-  assert.ok(picked);
   const text = await frameText(/nb says 42/, 90000);
   assert.match(text, /nb says 42/);
   await page.waitForTimeout(500);
