@@ -83,7 +83,7 @@ export function languageLabel(langs: LanguageCapability[], id: string): string {
 }
 
 /** What a user can do with a kernel, for messages: "list variables". */
-const ACTIONS: Partial<Record<RequestMethod, string>> = {
+const ACTIONS: Partial<Record<RequestMethod | "kernel/inputRequest", string>> = {
   "kernel/variables": "list variables",
   "kernel/complete": "complete code",
   "kernel/inspect": "show documentation",
@@ -91,6 +91,7 @@ const ACTIONS: Partial<Record<RequestMethod, string>> = {
   "kernel/interrupt": "be interrupted",
   "kernel/restart": "be restarted",
   "kernel/history": "list its history",
+  "kernel/inputRequest": "read input",
 };
 
 /** "This kernel (R (Jupyter)) cannot list variables." */

@@ -102,6 +102,9 @@ test("the picker's kernels: languages, Jupyter kernels, other interpreters; unav
   assert.equal(specs[2].description, "Jupyter kernel in cellbox's sandbox · jupyter:ir");
   assert.equal(specs[2].detail, "cannot list variables");
   assert.equal(specs[3].description, "cellbox (sandboxed) · pyenv · /home/u/.pyenv/versions/3.12.1/bin/python3");
+  const go = notebookKernelSpecs([lang("go", "Go", "1.26", [".go"], { unsupported: ["kernel/inputRequest"] })]).specs[0];
+  assert.equal(go.detail, "cannot read input");
+  assert.deepEqual(go.cellLanguages, ["go"]);
   assert.deepEqual(leftOut, ["notebook kernels: jupyter:julia-1.10 (Julia 1.10) is not offered: julia not found on the sandbox's PATH"]);
   // A project with a .venv: python's own entry runs it, and the host's python gets an entry of its own.
   const venv: InterpreterInfo = { language: "python", path: "/p/.venv/bin/python", source: "venv" };

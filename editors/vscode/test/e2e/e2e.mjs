@@ -138,7 +138,10 @@ test("an .ipynb runs a cell on the cellbox notebook controller", async () => {
     await shot("03-kernel-picker-failed.png");
     throw e;
   }
-  const text = await frameText(/nb says 42/, 90000);
+  const text = await frameText(/nb says 42/, 120000).catch(async (e) => {
+    await shot("04-notebook-failed.png");
+    throw e;
+  });
   assert.match(text, /nb says 42/);
   await page.waitForTimeout(500);
   await shot("04-notebook.png");
