@@ -395,22 +395,22 @@ const hover: vscode.HoverProvider = {
 async function pickKernel() {
   const s = await getSession();
   const list = await s.client.request(Methods.KernelList, {});
-  type Item = vscode.QuickPickItem & { kernelId?: string; language?: string; state?: KernelState };
+  type Item = vscode.QuickPickItem & { kernelId?: string; language?: string; interpreter?: string; state?: KernelState };
   const items: Item[] = [];
   if (list.kernels.length) items.push({ label: "Running kernels", kind: vscode.QuickPickItemKind.Separator });
   for (const k of list.kernels) {
     items.push({ label: `$(server-process) ${s.label(k.language)}: ${k.kernelId}`, description: `${k.state} · [${k.executionCount}]`, detail: `workspace ${k.workspaceId}`, kernelId: k.kernelId, language: k.language, state: k.state });
   }
-  const choices = kernelChoices(s.languages);
+  const choices = kernelChoices(s.languages, s.client.info?.capabilities.interpreters, s.workspace?.interpreters);
   for (const g of CHOICE_GROUPS) {
     const of = choices.filter((c) => c.group === g.group);
     if (of.length) items.push({ label: g.title, kind: vscode.QuickPickItemKind.Separator });
-    for (const c of of) items.push({ label: `$(add) ${c.label}`, description: c.description, detail: c.detail, language: c.language });
+    for (const c of of) items.push({ label: `$(add) ${c.label}`, description: c.description, detail: c.detail, language: c.language, interpreter: c.interpreter });
   }
   const pick = await vscode.window.showQuickPick(items, { title: "cellbox: pick the kernel for its language" });
   if (!pick?.language) return;
   if (pick.kernelId) await s.useKernel(pick.kernelId, pick.language, pick.state ?? "idle");
-  else await s.startKernel(pick.language, `start-${Date.now()}`);
+  else await s.startKernel(pick.language, `start-${Date.now()}`, true, pick.interpreter);
   // The active file runs in the picked kernel from now on when it fits it (a .py file in
   // jupyter:python3); files of that kernel's own language do anyway.
   const doc = vscode.window.activeTextEditor?.document;

@@ -116,9 +116,14 @@ export function vscodeLanguageIds(langs: LanguageCapability[]): string[] {
 
 /** An entry of the kernel picker for a new kernel. */
 export interface KernelChoice {
-  /** "cellbox" for cellbox's own languages, "jupyter" for installed Jupyter kernels. */
-  group: "cellbox" | "jupyter";
+  /**
+   * "cellbox" for cellbox's own languages, "jupyter" for installed Jupyter kernels,
+   * "interpreter" for the host's other interpreters of a language.
+   */
+  group: "cellbox" | "jupyter" | "interpreter";
   language: string;
+  /** kernel/start's interpreter (group "interpreter"). */
+  interpreter?: string;
   label: string;
   description: string;
   detail?: string;
@@ -128,11 +133,15 @@ export interface KernelChoice {
 export const CHOICE_GROUPS: { group: KernelChoice["group"]; title: string }[] = [
   { group: "cellbox", title: "cellbox kernels (sandboxed)" },
   { group: "jupyter", title: "Jupyter kernels (sandboxed)" },
+  { group: "interpreter", title: "Other interpreters of this host (sandboxed)" },
 ];
 
-/** The picker's new-kernel entries: every available language, cellbox's own first. */
-export function kernelChoices(langs: LanguageCapability[]): KernelChoice[] {
-  return langs
+/**
+ * The picker's new-kernel entries: every available language, cellbox's own first; then the
+ * host's interpreters that a language's kernel would not run anyway (as notebookKernelSpecs).
+ */
+export function kernelChoices(langs: LanguageCapability[], interpreters: InterpreterInfo[] = [], defaults: InterpreterInfo[] = []): KernelChoice[] {
+  const own = langs
     .filter((l) => l.available)
     .map((l): KernelChoice => {
       const jupyter = isJupyter(l.id);
@@ -146,6 +155,10 @@ export function kernelChoices(langs: LanguageCapability[]): KernelChoice[] {
       };
     })
     .sort((a, b) => (a.group === b.group ? 0 : a.group === "cellbox" ? -1 : 1));
+  const others = notebookKernelSpecs(langs, interpreters, defaults)
+    .specs.filter((x) => x.interpreter)
+    .map((x): KernelChoice => ({ group: "interpreter", language: x.language, interpreter: x.interpreter, label: `New ${x.label} kernel`, description: x.description.replace(/^cellbox \(sandboxed\) · /, ""), detail: x.detail }));
+  return [...own, ...others];
 }
 
 /**

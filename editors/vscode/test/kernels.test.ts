@@ -12,7 +12,7 @@ import * as vscode from "vscode";
 import { CellboxClient } from "../src/client";
 import { Session } from "../src/session";
 import { CellboxNotebookController } from "../src/notebook";
-import { notebookKernelSpecs } from "../src/languages";
+import { notebookKernelSpecs, kernelChoices } from "../src/languages";
 import { Methods, type InterpreterInfo, type LanguageCapability } from "../../protocol/protocol";
 import { tempEnv, connectStdio, Env } from "./helpers";
 
@@ -106,6 +106,18 @@ test("the picker's kernels: languages, Jupyter kernels, other interpreters; unav
   assert.equal(go.detail, "cannot read input");
   assert.deepEqual(go.cellLanguages, ["go"]);
   assert.deepEqual(leftOut, ["notebook kernels: jupyter:julia-1.10 (Julia 1.10) is not offered: julia not found on the sandbox's PATH"]);
+  // Pick Kernel (files) lists the same interpreters in a group of their own, after the languages.
+  const choices = kernelChoices(langs, found);
+  assert.deepEqual(
+    choices.map((x) => [x.group, x.language, x.interpreter, x.label]),
+    [
+      ["cellbox", "python", undefined, "New Python kernel"],
+      ["cellbox", "bash", undefined, "New Bash kernel"],
+      ["jupyter", "jupyter:ir", undefined, "New R kernel"],
+      ["interpreter", "python", "/home/u/.pyenv/versions/3.12.1/bin/python3", "New Python 3.12.1 kernel"],
+    ],
+  );
+  assert.equal(choices[3].description, "pyenv · /home/u/.pyenv/versions/3.12.1/bin/python3");
   // A project with a .venv: python's own entry runs it, and the host's python gets an entry of its own.
   const venv: InterpreterInfo = { language: "python", path: "/p/.venv/bin/python", source: "venv" };
   const withVenv = notebookKernelSpecs(langs, found, [venv]).specs;
