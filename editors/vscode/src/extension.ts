@@ -6,7 +6,7 @@ import { Session, KernelHandle } from "./session";
 import type { InterpreterInfo } from "../../protocol/protocol";
 import { OutputPanel } from "./outputView";
 import { findCells, cellAt, cellCode, CELL_MARKER, CellRange } from "./cells";
-import { CellboxNotebookController, FilesChangedStatusBar } from "./notebook";
+import { CellboxNotebookController, FilesChangedStatusBar, NOTEBOOK_TYPES } from "./notebook";
 import { CellboxScm, CheckpointsProvider, CheckpointItem, SandboxContentProvider, SCHEME, sandboxUri, type ChangeState } from "./scm";
 import { undoExecution, showExecutions, pickCheckpoint, exportGitCommand, exportPatchCommand, forkCommand, type UndoTarget, type HandoffViews } from "./handoff";
 import { CellboxPseudoterminal } from "./terminal";
@@ -124,6 +124,9 @@ async function connect(): Promise<Session> {
       .then(async (ws) => {
         if (ws) {
           await client.request(Methods.FsWatch, { workspaceId: ws.workspaceId }).catch(() => undefined);
+          // The workspace says which interpreter each language runs here (its .venv): the
+          // kernel picker offers the host's others beside it.
+          notebook?.setLanguages(s);
           await scm?.refresh();
           checkpoints.refresh();
         }
@@ -392,22 +395,22 @@ const hover: vscode.HoverProvider = {
 async function pickKernel() {
   const s = await getSession();
   const list = await s.client.request(Methods.KernelList, {});
-  type Item = vscode.QuickPickItem & { kernelId?: string; language?: string; state?: KernelState };
+  type Item = vscode.QuickPickItem & { kernelId?: string; language?: string; interpreter?: string; state?: KernelState };
   const items: Item[] = [];
   if (list.kernels.length) items.push({ label: "Running kernels", kind: vscode.QuickPickItemKind.Separator });
   for (const k of list.kernels) {
     items.push({ label: `$(server-process) ${s.label(k.language)}: ${k.kernelId}`, description: `${k.state} · [${k.executionCount}]`, detail: `workspace ${k.workspaceId}`, kernelId: k.kernelId, language: k.language, state: k.state });
   }
-  const choices = kernelChoices(s.languages);
+  const choices = kernelChoices(s.languages, s.client.info?.capabilities.interpreters, s.workspace?.interpreters);
   for (const g of CHOICE_GROUPS) {
     const of = choices.filter((c) => c.group === g.group);
     if (of.length) items.push({ label: g.title, kind: vscode.QuickPickItemKind.Separator });
-    for (const c of of) items.push({ label: `$(add) ${c.label}`, description: c.description, detail: c.detail, language: c.language });
+    for (const c of of) items.push({ label: `$(add) ${c.label}`, description: c.description, detail: c.detail, language: c.language, interpreter: c.interpreter });
   }
   const pick = await vscode.window.showQuickPick(items, { title: "cellbox: pick the kernel for its language" });
   if (!pick?.language) return;
   if (pick.kernelId) await s.useKernel(pick.kernelId, pick.language, pick.state ?? "idle");
-  else await s.startKernel(pick.language, `start-${Date.now()}`);
+  else await s.startKernel(pick.language, `start-${Date.now()}`, true, pick.interpreter);
   // The active file runs in the picked kernel from now on when it fits it (a .py file in
   // jupyter:python3); files of that kernel's own language do anyway.
   const doc = vscode.window.activeTextEditor?.document;
@@ -519,10 +522,14 @@ export function activate(ctx: vscode.ExtensionContext) {
     scm = new CellboxScm(() => session, root, content);
     ctx.subscriptions.push(scm);
   }
-  notebook = new CellboxNotebookController(getSession, (f) => {
-    outputListeners.add(f);
-    return new vscode.Disposable(() => outputListeners.delete(f));
-  });
+  notebook = new CellboxNotebookController(
+    getSession,
+    (f) => {
+      outputListeners.add(f);
+      return new vscode.Disposable(() => outputListeners.delete(f));
+    },
+    (l) => log.appendLine(l),
+  );
   const filesChanged = new FilesChangedStatusBar(notebook);
   ctx.subscriptions.push(
     filesChanged,
@@ -632,6 +639,8 @@ export function activate(ctx: vscode.ExtensionContext) {
   reg("cellbox.checkpoint.refresh", () => checkpoints.refresh());
   reg("cellbox.openChange", (p: string) => openChange(p));
   reg("cellbox.undoExecution", (arg?: UndoTarget | vscode.SourceControlResourceGroup) => undoCommand(arg));
+  // The inline action of a run's group in the SCM view: restore to before that run, after a modal.
+  reg("cellbox.scm.undoRun", (g?: vscode.SourceControlResourceGroup) => undoCommand(g));
   reg("cellbox.showExecutions", async () => showExecutions(await getSession(), views()));
   reg("cellbox.exportGit", async () => exportGitCommand(await getSession()));
   reg("cellbox.exportPatch", async () => exportPatchCommand(await getSession()));
@@ -683,12 +692,21 @@ export function activate(ctx: vscode.ExtensionContext) {
       variables?.refreshSoon();
     }),
     vscode.window.onDidChangeActiveNotebookEditor(() => variables?.refreshSoon()),
+    // A notebook opens: the kernel picker lists the daemon's kernels (connect for them), the
+    // one of its kernelspec first.
+    vscode.workspace.onDidOpenNotebookDocument((nb) => {
+      if (!NOTEBOOK_TYPES.includes(nb.notebookType)) return;
+      if (session) notebook?.prefer(nb);
+      else if (config().get<boolean>("connectOnStartup", true)) getSession().catch((e) => log.appendLine(errorMessage(e)));
+    }),
     new vscode.Disposable(() => {
       for (const d of sessionSubs.splice(0)) d.dispose();
     }),
   );
-  // With a workspace folder, connect at once so the SCM view shows the sandbox's pending changes.
-  if (scm && config().get<boolean>("connectOnStartup", true)) {
+  // With a workspace folder, connect at once so the SCM view shows the sandbox's pending changes
+  // (and with a notebook open, so that the kernel picker lists the daemon's kernels).
+  const notebookOpen = vscode.workspace.notebookDocuments.some((nb) => NOTEBOOK_TYPES.includes(nb.notebookType));
+  if ((scm || notebookOpen) && config().get<boolean>("connectOnStartup", true)) {
     getSession().catch((e) => log.appendLine(errorMessage(e)));
   }
 }

@@ -4,7 +4,7 @@
 // a patch, and fork the workspace.
 import * as vscode from "vscode";
 import { ResponseError } from "vscode-jsonrpc/node";
-import type { Session } from "./session";
+import { sentenceStart, type Session } from "./session";
 import type { CellboxScm } from "./scm";
 import { errorMessage } from "./client";
 import { ErrorCodes, Methods, type ExecutionRecord, type WorkspaceExportGitResult, type WorkspaceInfo } from "../../protocol/protocol";
@@ -32,12 +32,15 @@ export async function undoExecution(s: Session, t: UndoTarget | undefined, views
     vscode.window.showInformationMessage(`cellbox: ${executionTitle(t)} has no checkpoint to restore (it ran without one).`);
     return false;
   }
-  const ok = await vscode.window.showWarningMessage(undoQuestion(t), { modal: true }, "Restore");
+  // This editor's run is named by what ran ("Cell 3 of x.ipynb: Restore … before execution 3").
+  const origin = s.origins.get(t.executionId);
+  const question = origin ? `${sentenceStart(origin)}: ${undoQuestion(t)}` : undoQuestion(t);
+  const ok = await vscode.window.showWarningMessage(question, { modal: true }, "Restore");
   if (ok !== "Restore") return false;
   await s.restore(t.checkpoint);
   await views.scm?.refresh();
   views.checkpoints?.();
-  vscode.window.showInformationMessage(`cellbox: the files are as before ${executionTitle(t)}. The kernel's variables were not rolled back: restart it for a clean state.`);
+  vscode.window.showInformationMessage(`cellbox: the files are as before ${s.runName(t)}. The kernel's variables were not rolled back: restart it for a clean state.`);
   return true;
 }
 

@@ -1,7 +1,7 @@
 // The daemon's languages (initialize's capabilities.languages) as VS Code sees them: which one a
 // document or notebook cell runs in, their labels, what each can answer (`unsupported`) and the
 // kernel picker's entries. Pure: no `vscode` import, no daemon call.
-import type { LanguageCapability, RequestMethod } from "../../protocol/protocol";
+import type { InterpreterInfo, LanguageCapability, RequestMethod } from "../../protocol/protocol";
 
 /** The prefix of an installed Jupyter kernel's language id: jupyter:NAME (PROTOCOL.md §8). */
 export const JUPYTER_PREFIX = "jupyter:";
@@ -83,7 +83,7 @@ export function languageLabel(langs: LanguageCapability[], id: string): string {
 }
 
 /** What a user can do with a kernel, for messages: "list variables". */
-const ACTIONS: Partial<Record<RequestMethod, string>> = {
+const ACTIONS: Partial<Record<RequestMethod | "kernel/inputRequest", string>> = {
   "kernel/variables": "list variables",
   "kernel/complete": "complete code",
   "kernel/inspect": "show documentation",
@@ -91,6 +91,7 @@ const ACTIONS: Partial<Record<RequestMethod, string>> = {
   "kernel/interrupt": "be interrupted",
   "kernel/restart": "be restarted",
   "kernel/history": "list its history",
+  "kernel/inputRequest": "read input",
 };
 
 /** "This kernel (R (Jupyter)) cannot list variables." */
@@ -115,9 +116,14 @@ export function vscodeLanguageIds(langs: LanguageCapability[]): string[] {
 
 /** An entry of the kernel picker for a new kernel. */
 export interface KernelChoice {
-  /** "cellbox" for cellbox's own languages, "jupyter" for installed Jupyter kernels. */
-  group: "cellbox" | "jupyter";
+  /**
+   * "cellbox" for cellbox's own languages, "jupyter" for installed Jupyter kernels,
+   * "interpreter" for the host's other interpreters of a language.
+   */
+  group: "cellbox" | "jupyter" | "interpreter";
   language: string;
+  /** kernel/start's interpreter (group "interpreter"). */
+  interpreter?: string;
   label: string;
   description: string;
   detail?: string;
@@ -127,11 +133,15 @@ export interface KernelChoice {
 export const CHOICE_GROUPS: { group: KernelChoice["group"]; title: string }[] = [
   { group: "cellbox", title: "cellbox kernels (sandboxed)" },
   { group: "jupyter", title: "Jupyter kernels (sandboxed)" },
+  { group: "interpreter", title: "Other interpreters of this host (sandboxed)" },
 ];
 
-/** The picker's new-kernel entries: every available language, cellbox's own first. */
-export function kernelChoices(langs: LanguageCapability[]): KernelChoice[] {
-  return langs
+/**
+ * The picker's new-kernel entries: every available language, cellbox's own first; then the
+ * host's interpreters that a language's kernel would not run anyway (as notebookKernelSpecs).
+ */
+export function kernelChoices(langs: LanguageCapability[], interpreters: InterpreterInfo[] = [], defaults: InterpreterInfo[] = []): KernelChoice[] {
+  const own = langs
     .filter((l) => l.available)
     .map((l): KernelChoice => {
       const jupyter = isJupyter(l.id);
@@ -145,4 +155,96 @@ export function kernelChoices(langs: LanguageCapability[]): KernelChoice[] {
       };
     })
     .sort((a, b) => (a.group === b.group ? 0 : a.group === "cellbox" ? -1 : 1));
+  const others = notebookKernelSpecs(langs, interpreters, defaults)
+    .specs.filter((x) => x.interpreter)
+    .map((x): KernelChoice => ({ group: "interpreter", language: x.language, interpreter: x.interpreter, label: `New ${x.label} kernel`, description: x.description.replace(/^cellbox \(sandboxed\) · /, ""), detail: x.detail }));
+  return [...own, ...others];
+}
+
+/**
+ * A notebook controller's kernel (VS Code's kernel picker): a language of initialize's list, or
+ * one of the host's interpreters of a language (capabilities.interpreters: pyenv's, uv's, nvm's
+ * versions, the system's), started with kernel/start's interpreter.
+ */
+export interface NotebookKernelSpec {
+  /** Stable within a daemon: the language id, or `language@interpreter-path`. */
+  key: string;
+  language: string;
+  /** kernel/start's interpreter (an absolute host path). */
+  interpreter?: string;
+  label: string;
+  description: string;
+  detail?: string;
+  /** The VS Code languageIds of its cells; empty: any. */
+  cellLanguages: string[];
+}
+
+/** The key of a kernel spec: what a notebook's kernel was started for. */
+export function specKey(language: string, interpreter?: string): string {
+  return interpreter ? `${language}@${interpreter}` : language;
+}
+
+/** "pyenv 3.12.1", "the host's", "the project's .venv". */
+function interpreterSource(i: InterpreterInfo): string {
+  switch (i.source) {
+    case "system":
+      return "the host's";
+    case "venv":
+      return "the project's virtual environment";
+    case "version-file":
+      return "the project's version file";
+    default:
+      return i.source;
+  }
+}
+
+/**
+ * The kernel picker's entries for notebooks: every available language of initialize (cellbox's
+ * own, then Jupyter kernels), then every interpreter the host has that a kernel of its language
+ * would not run anyway (defaults: workspace/open's interpreters, the one each language runs in
+ * this workspace; without them, the system's). A language that is not available is left out,
+ * with a line for the log saying why (leftOut): picking it could only fail.
+ */
+export function notebookKernelSpecs(langs: LanguageCapability[], interpreters: InterpreterInfo[] = [], defaults: InterpreterInfo[] = []): { specs: NotebookKernelSpec[]; leftOut: string[] } {
+  const specs: NotebookKernelSpec[] = [];
+  const leftOut: string[] = [];
+  const cannot = (l: LanguageCapability) => {
+    const list = (l.unsupported ?? []).map((m) => ACTIONS[m as RequestMethod] ?? m);
+    return list.length ? `cannot ${list.join(", ")}` : undefined;
+  };
+  const ordered = [...langs].sort((a, b) => rank(a) - rank(b));
+  for (const l of ordered) {
+    if (!l.available) {
+      leftOut.push(`notebook kernels: ${l.id} (${l.displayName}) is not offered: ${l.reason || "not available on this host"}`);
+      continue;
+    }
+    const def = defaults.find((d) => d.language === l.id);
+    const runs = def && def.source !== "system" ? ` · ${interpreterSource(def)}` : "";
+    specs.push({
+      key: specKey(l.id),
+      language: l.id,
+      label: isJupyter(l.id) ? l.displayName : [l.displayName, l.version].filter(Boolean).join(" "),
+      description: isJupyter(l.id) ? `Jupyter kernel in cellbox's sandbox · ${l.id}` : `cellbox (sandboxed)${runs}`,
+      detail: cannot(l),
+      cellLanguages: vscodeLanguageIds([l]),
+    });
+  }
+  for (const i of interpreters) {
+    const l = i.language ? capabilityOf(langs, i.language) : undefined;
+    if (!l || !l.available || isJupyter(l.id) || !i.path) continue;
+    // The language's own entry runs the workspace's default (else the system's): no second entry.
+    const def = defaults.find((d) => d.language === l.id);
+    if (def ? def.path === i.path : i.source === "system") continue;
+    if (specs.some((s) => s.key === specKey(l.id, i.path))) continue;
+    specs.push({
+      key: specKey(l.id, i.path),
+      language: l.id,
+      interpreter: i.path,
+      label: [l.displayName, i.version].filter(Boolean).join(" "),
+      description: `cellbox (sandboxed) · ${interpreterSource(i)} · ${i.path}`,
+      detail: cannot(l),
+      cellLanguages: vscodeLanguageIds([l]),
+    });
+  }
+  return { specs, leftOut };
 }

@@ -1,7 +1,7 @@
 // The network of a workspace's sandbox (PROTOCOL.md §9) and its packages: the rules this client
 // set for each workspace (the daemon does not say what they are, and workspace/setNetwork replaces
-// them, so the client keeps the list and sends all of it), the prompt a `network/blocked` gets
-// (once per rule at a time, never again for a rule the user dismissed this session), and
+// them, so the client keeps the list and sends all of it), the notification a `network/blocked`
+// gets (one per host at a time, never again for a host the user ignored this session), and
 // workspace/install with its `$/progress`. No `vscode` import: the extension gives it the UI
 // (an `ask` and a `persist`), the tests drive it against the real daemon.
 import { CancellationToken } from "vscode-jsonrpc/node";
@@ -18,7 +18,10 @@ import { formatBytes, installMessage, ruleFor } from "../../protocol/network";
 
 export { formatBytes, installMessage, ruleFor };
 
-/** The user's answer to a blocked connection: allow it for this session, for good, or not (dismissed). */
+/**
+ * The user's answer to a blocked connection: allow it for this session, for good, or ignore it
+ * (undefined: "Ignore", or the notification closed without an answer).
+ */
 export type BlockedAnswer = "once" | "always" | undefined;
 
 /** The modes a workspace's network can be set to (kernel/start also takes "host": its own sandbox). */
@@ -28,9 +31,9 @@ export type WorkspaceNetwork = Extract<NetworkMode, "none" | "allowlist">;
 export interface WorkspaceNetworkState {
   mode: NetworkMode;
   allow: string[];
-  /** Rules whose prompt is showing. */
+  /** Hosts whose notification is showing (one per host at a time, whatever its port). */
   pending: Set<string>;
-  /** Rules the user dismissed this session: not asked again. */
+  /** Hosts the user ignored this session: not asked about again. */
   dismissed: Set<string>;
 }
 
@@ -41,7 +44,7 @@ export interface NetworkPolicyOptions {
   allow?: string[];
   /** Asks the user about a blocked connection; absent: nothing is asked (dismissed). */
   ask?: (message: string, p: NetworkBlockedParams, rule: string) => Promise<BlockedAnswer>;
-  /** Keeps a rule for later sessions ("Always allow"). */
+  /** Keeps a rule for later sessions ("Allow always"). */
   persist?: (rule: string) => Promise<void>;
   /** "the kernel of nb.ipynb" for a kernelId, when the editor knows whose it is. */
   describeKernel?: (kernelId: string) => string | undefined;
@@ -49,11 +52,27 @@ export interface NetworkPolicyOptions {
   onError?: (message: string) => void;
 }
 
-/** "cellbox blocked pypi.org:443 (pypi.org is not in the allowlist) from the kernel of nb.ipynb. Allow?" */
+/**
+ * "The python kernel of nb.ipynb tried to reach pypi.org:443 (pypi.org is not in the allowlist)."
+ * source: whose kernel it was ("the python kernel of nb.ipynb"); absent: a program of the sandbox.
+ */
 export function blockedMessage(p: NetworkBlockedParams, source?: string): string {
+  const who = source ?? "a program in the sandbox";
   const reason = p.reason ? ` (${p.reason})` : "";
-  const from = source ? ` from ${source}` : "";
-  return `cellbox blocked ${ruleFor(p)}${reason}${from}. Allow?`;
+  return `${who[0].toUpperCase()}${who.slice(1)} tried to reach ${ruleFor(p)}${reason}.`;
+}
+
+/** The host a notification is about: one at a time per host, whatever the port. */
+export function hostOf(p: Pick<NetworkBlockedParams, "host">): string {
+  return p.host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
+}
+
+/** The host of a rule: "pypi.org" of "pypi.org:443", "::1" of "[::1]:8080" (an IPv6 literal stays whole). */
+export function ruleHost(rule: string): string {
+  const m = /^\[([^\]]*)\](?::\d+)?$/.exec(rule);
+  if (m) return m[1].toLowerCase();
+  const parts = rule.split(":");
+  return (parts.length === 2 && /^\d+$/.test(parts[1]) ? parts[0] : rule).toLowerCase();
 }
 
 export class NetworkPolicy {
@@ -95,7 +114,7 @@ export class NetworkPolicy {
     if (!rule) return;
     if (!s.allow.includes(rule)) s.allow.push(rule);
     s.mode = "allowlist";
-    s.dismissed.delete(rule);
+    s.dismissed.delete(ruleHost(rule));
     await this.apply(workspaceId);
     if (persist) await this.opts.persist?.(rule);
   }
@@ -114,21 +133,25 @@ export class NetworkPolicy {
   }
 
   /**
-   * A network/blocked notification: asks once per (workspace, rule) at a time, never for a rule
-   * the user dismissed this session or one already allowed, and allows what the user says.
-   * Resolves with the answer (undefined when nothing was asked or it was dismissed).
+   * A network/blocked notification: asks once per (workspace, host) at a time, never about a
+   * host the user ignored this session nor a rule already allowed, and allows what the user
+   * says: "once" and "always" send workspace/setNetwork with the workspace's rules and this one
+   * ("always" keeps it in the settings too); Ignore (or closing the notification) allows nothing
+   * and is not asked again about that host this session. Resolves with the answer (undefined
+   * when nothing was asked or it was ignored).
    */
   async onBlocked(p: NetworkBlockedParams): Promise<BlockedAnswer> {
     const s = this.state(p.workspaceId);
     const rule = ruleFor(p);
-    if (s.pending.has(rule) || s.dismissed.has(rule) || (s.mode === "allowlist" && s.allow.includes(rule))) return undefined;
+    const host = hostOf(p);
+    if (s.pending.has(host) || s.dismissed.has(host) || (s.mode === "allowlist" && s.allow.includes(rule))) return undefined;
     if (!this.opts.ask) return undefined;
-    s.pending.add(rule);
+    s.pending.add(host);
     try {
       const source = p.kernelId ? (this.opts.describeKernel?.(p.kernelId) ?? `kernel ${p.kernelId}`) : undefined;
       const answer = await this.opts.ask(blockedMessage(p, source), p, rule);
       if (!answer) {
-        s.dismissed.add(rule);
+        s.dismissed.add(host);
         return undefined;
       }
       await this.allow(p.workspaceId, rule, answer === "always");
@@ -137,7 +160,7 @@ export class NetworkPolicy {
       this.opts.onError?.(`cellbox: cannot allow ${rule}: ${(e as Error).message}`);
       return undefined;
     } finally {
-      s.pending.delete(rule);
+      s.pending.delete(host);
     }
   }
 }
@@ -152,15 +175,16 @@ let installSeq = 0;
 export const INSTALL_TOKEN_PREFIX = "install-";
 
 /**
- * workspace/install: reports each `$/progress` of its token as a line ("Downloading requests",
- * "1.2 MB, 3 files"), resolves with the result.
+ * workspace/install: reports each `$/progress` of its token ("Installing with pip: 3 files,
+ * 1.2 MiB downloaded: requests-2.31.0-py3-none-any.whl", with its percentage when the daemon
+ * gives one), resolves with the result.
  */
 export async function install(
   client: Pick<CellboxClient, "request" | "onProgress">,
   workspaceId: string,
   manager: PackageManager,
   packages: string[],
-  report: (message: string) => void,
+  report: (message: string, percentage?: number) => void,
   token?: CancellationToken,
 ): Promise<WorkspaceInstallResult> {
   const workDoneToken = `${INSTALL_TOKEN_PREFIX}${process.pid}-${++installSeq}`;
@@ -172,7 +196,7 @@ export async function install(
       return;
     }
     const text = [p.value.title, p.value.message].filter(Boolean).join(": ");
-    if (text) report(text);
+    if (text || p.value.percentage !== undefined) report(text, p.value.percentage);
   });
   try {
     return await client.request(Methods.WorkspaceInstall, { workspaceId, manager, packages, workDoneToken }, token);

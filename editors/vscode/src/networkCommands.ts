@@ -1,15 +1,20 @@
-// The network and packages in VS Code: the prompt of a blocked connection (a warning message with
-// "Allow once" / "Always allow"), the settings cellbox.network.mode and cellbox.network.allow that
-// "Always allow" writes, and the commands cellbox.network.allow, cellbox.network.set and
-// cellbox.install. The rules and the prompts' bookkeeping are network.ts's.
+// The network and packages in VS Code: the notification of a blocked connection (a warning
+// message with "Allow once" / "Allow always" / "Ignore"), the settings cellbox.network.mode and
+// cellbox.network.allow that "Allow always" writes, and the commands cellbox.network.allow,
+// cellbox.network.set and cellbox.install. The rules and the notifications' bookkeeping are
+// network.ts's.
 import * as vscode from "vscode";
 import type { Session } from "./session";
 import type { NetworkPolicyOptions, BlockedAnswer, WorkspaceNetwork } from "./network";
 import { install, installMessage, parsePackages } from "./network";
 import type { PackageManager } from "../../protocol/protocol";
+import { errorMessage } from "./client";
 
 export const ALLOW_ONCE = "Allow once";
-export const ALWAYS_ALLOW = "Always allow";
+export const ALWAYS_ALLOW = "Allow always";
+export const IGNORE = "Ignore";
+/** The actions of a blocked connection's notification, in order. */
+export const BLOCKED_ACTIONS = [ALLOW_ONCE, ALWAYS_ALLOW, IGNORE];
 
 function config() {
   return vscode.workspace.getConfiguration("cellbox");
@@ -23,11 +28,14 @@ export async function persistRule(rule: string): Promise<void> {
   if (c.get<string>("network.mode", "none") === "none") await c.update("network.mode", "allowlist", vscode.ConfigurationTarget.Workspace);
 }
 
-/** The UI half of a session's NetworkPolicy: the warning message and the settings. */
+/**
+ * The UI half of a session's NetworkPolicy: the notification (a warning message: Allow once,
+ * Allow always, Ignore; closing it is Ignore) and the settings.
+ */
 export function networkUI(log?: (line: string) => void): Omit<NetworkPolicyOptions, "mode" | "allow"> {
   return {
     async ask(message: string): Promise<BlockedAnswer> {
-      const pick = await vscode.window.showWarningMessage(message, ALLOW_ONCE, ALWAYS_ALLOW);
+      const pick = await vscode.window.showWarningMessage(message, ...BLOCKED_ACTIONS);
       return pick === ALLOW_ONCE ? "once" : pick === ALWAYS_ALLOW ? "always" : undefined;
     },
     persist: persistRule,
@@ -76,7 +84,11 @@ export async function setCommand(s: Session, mode?: WorkspaceNetwork): Promise<v
   await config().update("network.mode", mode, vscode.ConfigurationTarget.Workspace);
 }
 
-/** cellbox.install: pip or npm, the packages, progress in a notification, then what was installed. */
+/**
+ * cellbox.install: pip or npm, the packages, the daemon's `$/progress` in a notification
+ * (cancellable: $/cancelRequest), then what was installed, or the error, in a message. Returns
+ * that message.
+ */
 export async function installCommand(s: Session, manager?: PackageManager, packages?: string[]): Promise<string | undefined> {
   const workspaceId = await workspaceOf(s);
   if (!manager) {
@@ -91,16 +103,39 @@ export async function installCommand(s: Session, manager?: PackageManager, packa
     manager = pick.manager;
   }
   if (!packages) {
-    const typed = await vscode.window.showInputBox({ title: `cellbox: ${manager} install`, prompt: "Packages, separated by spaces", placeHolder: manager === "pip" ? "requests numpy==2.0" : "lodash@4" });
+    const typed = await vscode.window.showInputBox({
+      title: `cellbox: ${manager} install`,
+      prompt: "Packages, separated by spaces (requirement specifiers; options are refused)",
+      placeHolder: manager === "pip" ? "requests numpy==2.0" : "lodash@4",
+      validateInput: (v) => (parsePackages(v).some((x) => x.startsWith("-")) ? "packages only: options such as --index-url are refused" : undefined),
+    });
     packages = parsePackages(typed ?? "");
   }
   if (!packages.length) return undefined;
-  const what = packages.join(" ");
-  const res = await vscode.window.withProgress(
-    { location: vscode.ProgressLocation.Notification, title: `cellbox: ${manager} install ${what}`, cancellable: true },
-    (progress, token) => install(s.client, workspaceId, manager!, packages!, (message) => progress.report({ message }), token),
-  );
-  const message = `cellbox: ${installMessage(res)}`;
-  vscode.window.showInformationMessage(message);
-  return message;
+  const what = `${manager} install ${packages.join(" ")}`;
+  try {
+    const res = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `cellbox: ${what}`, cancellable: true }, (progress, token) => {
+      let last = 0;
+      return install(
+        s.client,
+        workspaceId,
+        manager!,
+        packages!,
+        (message, percentage) => {
+          // VS Code's progress adds increments; the daemon's percentage is where it is.
+          const increment = percentage !== undefined ? Math.max(0, percentage - last) : undefined;
+          if (percentage !== undefined) last = Math.max(last, percentage);
+          progress.report({ message: message || undefined, increment });
+        },
+        token,
+      );
+    });
+    const message = `cellbox: ${installMessage(res)}`;
+    vscode.window.showInformationMessage(message);
+    return message;
+  } catch (e) {
+    const message = `cellbox: ${what} failed: ${errorMessage(e)}`;
+    vscode.window.showErrorMessage(message);
+    return message;
+  }
 }

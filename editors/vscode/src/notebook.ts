@@ -7,7 +7,7 @@ import type { Session, KernelHandle } from "./session";
 import { newExecutionId } from "./session";
 import { applyOutput, OutputItem } from "./outputs";
 import { errorMessage } from "./client";
-import { vscodeLanguageIds, isJupyter, JUPYTER_PREFIX } from "./languages";
+import { vscodeLanguageIds, isJupyter, JUPYTER_PREFIX, notebookKernelSpecs, specKey, type NotebookKernelSpec } from "./languages";
 import { Methods, type ExecuteResult, type KernelOutputParams } from "../../protocol/protocol";
 import { summarize, fileLabel, describeFiles } from "../../browser/src/activity";
 
@@ -87,10 +87,25 @@ interface Running {
   count?: number;
 }
 
+/** What a notebook's kernel was started for: its spec's key (notebookKernelSpecs). */
+interface NotebookKernel {
+  handle: KernelHandle;
+  key: string;
+}
+
 export class CellboxNotebookController implements vscode.Disposable {
+  /**
+   * The controllers: for each notebook type, first the one that picks the notebook's language
+   * from its kernelspec ("cellbox (sandboxed)", there before the daemon is asked), then one per
+   * kernel the daemon offers (setLanguages): its languages, Jupyter kernels and interpreters.
+   */
   readonly controllers: vscode.NotebookController[] = [];
+  /** controller id -> the kernel it runs (absent: the notebook's own language). */
+  readonly specs = new Map<string, NotebookKernelSpec>();
   /** notebook uri -> its kernel */
   readonly kernels = new Map<string, KernelHandle>();
+  /** notebook uri -> what its kernel was started for */
+  private readonly started = new Map<string, NotebookKernel>();
   /** notebook uri -> the tail of its execution queue */
   private readonly queues = new Map<string, Promise<void>>();
   /** executionId -> the cell execution its outputs go to */
@@ -101,24 +116,91 @@ export class CellboxNotebookController implements vscode.Disposable {
   /** A cell's last result changed (the cell status bar follows). */
   readonly onResults = this._onResults.event;
   private readonly subs: vscode.Disposable[] = [];
+  /** The log lines of languages left out, said once each. */
+  private readonly logged = new Set<string>();
+  /** The session the controllers were made for (their affinity follows its languages). */
+  private languages?: Session;
 
-  constructor(private readonly session: () => Promise<Session>, private readonly onOutputSub: (f: (p: KernelOutputParams) => void) => vscode.Disposable) {
+  constructor(
+    private readonly session: () => Promise<Session>,
+    private readonly onOutputSub: (f: (p: KernelOutputParams) => void) => vscode.Disposable,
+    private readonly log: (line: string) => void = () => undefined,
+  ) {
     for (const type of NOTEBOOK_TYPES) {
-      const c = vscode.notebooks.createNotebookController(`cellbox-${type}`, type, "cellbox (sandboxed)");
+      const c = this.create(`cellbox-${type}`, type, "cellbox (sandboxed)");
       c.supportedLanguages = DEFAULT_LANGUAGES;
-      c.supportsExecutionOrder = true;
-      c.description = "Runs cells in a cellbox kernel";
-      c.executeHandler = (cells, nb, ctrl) => this.execute(cells, nb, ctrl);
-      c.interruptHandler = (nb) => this.interrupt(nb);
-      this.controllers.push(c);
+      c.description = "the notebook's language (its kernelspec)";
     }
     this.subs.push(this.onOutputSub((p) => this.onOutput(p)));
   }
 
-  /** The cell languages the daemon's available languages run (Jupyter kernels add R, ...). */
+  private create(id: string, type: string, label: string): vscode.NotebookController {
+    const c = vscode.notebooks.createNotebookController(id, type, label);
+    c.supportsExecutionOrder = true;
+    c.executeHandler = (cells, nb, ctrl) => this.execute(cells, nb, ctrl);
+    c.interruptHandler = (nb) => this.interrupt(nb);
+    this.controllers.push(c);
+    return c;
+  }
+
+  /**
+   * Follows the daemon's kernels: one controller per language of initialize (cellbox's own and
+   * Jupyter kernels) and per interpreter of the host that the language's own would not run
+   * (notebookKernelSpecs); those no longer offered are disposed. A language that is not
+   * available is left out, with a line in the log saying why. The controller that fits each
+   * open notebook's kernelspec is marked preferred.
+   */
   setLanguages(s: Session) {
     const ids = vscodeLanguageIds(s.languages);
-    for (const c of this.controllers) c.supportedLanguages = ids.length ? ids : DEFAULT_LANGUAGES;
+    for (const c of this.controllers) if (!this.specs.has(c.id)) c.supportedLanguages = ids.length ? ids : DEFAULT_LANGUAGES;
+    const { specs, leftOut } = notebookKernelSpecs(s.languages, s.client.info?.capabilities.interpreters, s.workspace?.interpreters);
+    for (const line of leftOut) {
+      if (this.logged.has(line)) continue;
+      this.logged.add(line);
+      this.log(line);
+    }
+    const wanted = new Set<string>();
+    for (const type of NOTEBOOK_TYPES) {
+      for (const spec of specs) {
+        const id = `cellbox-${type}:${spec.key}`;
+        wanted.add(id);
+        let c = this.controllers.find((x) => x.id === id);
+        if (!c) c = this.create(id, type, spec.label);
+        c.label = spec.label;
+        c.description = spec.description;
+        c.detail = spec.detail;
+        c.supportedLanguages = spec.cellLanguages.length ? spec.cellLanguages : undefined;
+        this.specs.set(id, spec);
+      }
+    }
+    for (const c of [...this.controllers]) {
+      if (!this.specs.has(c.id) || wanted.has(c.id)) continue;
+      this.specs.delete(c.id);
+      this.controllers.splice(this.controllers.indexOf(c), 1);
+      c.dispose();
+    }
+    this.languages = s;
+    for (const nb of vscode.workspace.notebookDocuments) this.prefer(nb);
+  }
+
+  /** Marks the controller of a notebook's kernelspec language preferred (the picker's first). */
+  prefer(nb: vscode.NotebookDocument) {
+    const s = this.languages;
+    if (!s || !NOTEBOOK_TYPES.includes(nb.notebookType)) return;
+    const md = (nb.metadata ?? {}) as NotebookMetadata;
+    const first = nb.getCells().find((c) => c.kind === vscode.NotebookCellKind.Code);
+    const lang = notebookLanguage(s, md?.metadata?.kernelspec ?? md?.custom?.metadata?.kernelspec, first?.document.languageId ?? "python");
+    const id = `cellbox-${nb.notebookType}:${specKey(lang)}`;
+    this.controllers.find((c) => c.id === id)?.updateNotebookAffinity(nb, vscode.NotebookControllerAffinity.Preferred);
+  }
+
+  /** The spec a controller runs for a notebook: its own, or the notebook's language (the first controller). */
+  specFor(ctrl: vscode.NotebookController | undefined, s: Session, nb: vscode.NotebookDocument, languageId: string): { key: string; language: string; interpreter?: string } {
+    const own = ctrl ? this.specs.get(ctrl.id) : undefined;
+    if (own) return own;
+    const md = (nb.metadata ?? {}) as NotebookMetadata;
+    const language = notebookLanguage(s, md?.metadata?.kernelspec ?? md?.custom?.metadata?.kernelspec, languageId);
+    return { key: specKey(language), language };
   }
 
   private onOutput(p: KernelOutputParams) {
@@ -138,15 +220,29 @@ export class CellboxNotebookController implements vscode.Disposable {
     r.exec.replaceOutput(toCellOutputs(r.items, r.count));
   }
 
-  /** The kernel of a notebook, started for its language on first use. */
-  async kernelFor(nb: vscode.NotebookDocument, languageId: string): Promise<KernelHandle> {
+  /**
+   * The kernel of a notebook for the controller that runs it, started on first use. A kernel
+   * started for another controller (the user picked another kernel) is shut down first: a
+   * notebook has one kernel.
+   */
+  async kernelFor(nb: vscode.NotebookDocument, languageId: string, ctrl?: vscode.NotebookController): Promise<KernelHandle> {
     const key = nb.uri.toString();
-    const k = this.kernels.get(key);
-    if (k && k.state !== "dead") return k;
     const s = await this.session();
-    const md = (nb.metadata ?? {}) as NotebookMetadata;
-    const h = await s.startKernel(notebookLanguage(s, md?.metadata?.kernelspec ?? md?.custom?.metadata?.kernelspec, languageId), undefined, false);
+    const spec = this.specFor(ctrl, s, nb, languageId);
+    const cur = this.started.get(key);
+    // Shut down elsewhere (cellbox: Shut Down Kernel forgets it) or dead: started again.
+    const live = !!cur && this.kernels.get(key) === cur.handle && cur.handle.state !== "dead";
+    if (cur && live && cur.key === spec.key) return cur.handle;
+    if (cur) {
+      this.started.delete(key);
+      this.kernels.delete(key);
+      if (live) {
+        await s.client.request(Methods.KernelShutdown, { kernelId: cur.handle.kernelId }).catch((e) => this.log(`shutting down ${cur.handle.kernelId}: ${errorMessage(e)}`));
+      }
+    }
+    const h = await s.startKernel(spec.language, undefined, false, spec.interpreter);
     this.kernels.set(key, h);
+    this.started.set(key, { handle: h, key: spec.key });
     s.kernelOwners.set(h.kernelId, nb.uri.path.split("/").pop() || key);
     return h;
   }
@@ -166,7 +262,7 @@ export class CellboxNotebookController implements vscode.Disposable {
           exec.end(undefined, Date.now());
           continue;
         }
-        const ok = await this.runCell(cells[i], nb, exec);
+        const ok = await this.runCell(cells[i], nb, exec, ctrl);
         if (!ok) failed = true; // stopOnError: the cells after a failed one do not run
       }
     });
@@ -175,7 +271,7 @@ export class CellboxNotebookController implements vscode.Disposable {
     return tail;
   }
 
-  private async runCell(cell: vscode.NotebookCell, nb: vscode.NotebookDocument, exec: vscode.NotebookCellExecution): Promise<boolean> {
+  private async runCell(cell: vscode.NotebookCell, nb: vscode.NotebookDocument, exec: vscode.NotebookCellExecution, ctrl?: vscode.NotebookController): Promise<boolean> {
     exec.start(Date.now());
     await exec.clearOutput();
     if (this.results.delete(cell.document.uri.toString())) this._onResults.fire();
@@ -183,13 +279,14 @@ export class CellboxNotebookController implements vscode.Disposable {
     let s: Session;
     try {
       s = await this.session();
-      k = await this.kernelFor(nb, cell.document.languageId);
+      k = await this.kernelFor(nb, cell.document.languageId, ctrl);
     } catch (e) {
       await exec.replaceOutput([new vscode.NotebookCellOutput([vscode.NotebookCellOutputItem.error(new Error(errorMessage(e)))])]);
       exec.end(false, Date.now());
       return false;
     }
     const id = newExecutionId("nb");
+    s.noteOrigin(id, `cell ${cell.index + 1} of ${nb.uri.path.split("/").pop() || nb.uri.toString()}`);
     const r: Running = { exec, items: [], state: {} };
     this.running.set(id, r);
     const cts = new CancellationTokenSource();

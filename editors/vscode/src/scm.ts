@@ -4,9 +4,9 @@
 // checkpoints (the user's, and the automatic ones taken before executions) in a tree view.
 import * as vscode from "vscode";
 import * as path from "node:path";
-import type { Session } from "./session";
+import { sentenceStart, type Session } from "./session";
 import { Methods, type Change, type Checkpoint, type ExecutionRecord } from "../../protocol/protocol";
-import { executionTitle, ignoredNote, lastChangers, listChanges, type ListedChange } from "../../browser/src/activity";
+import { describeFiles, executionTitle, ignoredNote, lastChangers, listChanges, type ListedChange } from "../../browser/src/activity";
 import { errorMessage } from "./client";
 
 /** The scheme of the sandbox's side of a diff: cellbox-ws:/PATH?side=sandbox|empty. */
@@ -214,14 +214,20 @@ export class CellboxScm implements vscode.Disposable {
     return r ? this.recordLabel(r) : id;
   }
 
-  /** "Execution 7 (python) · 14:03:12 · another client". */
+  /**
+   * "Cell 3 of x.ipynb — wrote a.csv, b.png (new) · 14:03:12" for this editor's runs (what ran:
+   * Session.origins), "Execution 7 (python) — wrote out.txt · 14:03:12 · another client" for the
+   * others (an agent's through `cellbox mcp`). The files are what the run wrote; the group holds
+   * those of them no later run changed again.
+   */
   recordLabel(r: ExecutionRecord): string {
-    const t = executionTitle(r);
+    const s = this.session();
+    const t = s?.origins.get(r.executionId) ?? executionTitle(r);
+    const files = describeFiles(r.filesChanged, r.more, 3);
     const when = new Date(r.finishedAt);
     const time = isNaN(when.getTime()) ? "" : ` · ${when.toLocaleTimeString()}`;
-    const s = this.session();
     const other = s && !s.kernelById(r.kernelId) ? " · another client" : "";
-    return `${t[0].toUpperCase()}${t.slice(1)}${time}${other}`;
+    return `${sentenceStart(t)}${files ? ` — ${files}` : ""}${time}${other}`;
   }
 
   /** Refreshes soon (fs/didChange bursts, executions); fromFs: the call is for fs/didChange. */
@@ -246,7 +252,7 @@ export class CellboxScm implements vscode.Disposable {
     const left = l.from ? vscode.Uri.file(path.join(this.root, unquotePath(l.from))) : c.kind === "added" ? sandboxUri(c.path, "empty") : project;
     const right = c.kind === "deleted" ? sandboxUri(c.path, "empty") : sandboxUri(c.path);
     const what = l.from ? `renamed ${l.label}` : c.kind;
-    const by = r ? ` by ${executionTitle(r)}` : "";
+    const by = r ? ` by ${this.session()?.runName(r) ?? executionTitle(r)}` : "";
     return {
       change: c,
       paths: l.paths,

@@ -6,6 +6,7 @@ import { CellboxClient, errorMessage } from "./client";
 import { OutputModel, Execution } from "./outputs";
 import { NetworkPolicy, type NetworkPolicyOptions } from "./network";
 import { diagnosticFor, DiagnosticSpec } from "./errors";
+import { executionTitle } from "../../browser/src/activity";
 import { resolveLanguage, supports, languageLabel, unsupportedMessage, extensionOf, LANGUAGE_ID_EXTENSIONS } from "./languages";
 import {
   Methods,
@@ -82,6 +83,17 @@ export interface RunOutcome {
   diagnostic?: DiagnosticSpec;
 }
 
+/**
+ * A name at the start of a sentence: "Cell 3 of x.ipynb", "Execution 7 (python)"; a file's
+ * ("analysis.py:4-9") stays as it is.
+ */
+export function sentenceStart(name: string): string {
+  return /^[a-z]+(\s|$)/.test(name) ? name[0].toUpperCase() + name.slice(1) : name;
+}
+
+/** How many executions' origins a session keeps (the daemon keeps fewer records than this). */
+export const MAX_ORIGINS = 1000;
+
 let seq = 0;
 /** A fresh executionId. */
 export function newExecutionId(prefix = "vscode"): string {
@@ -103,6 +115,11 @@ export class Session {
   readonly network: NetworkPolicy;
   /** kernelId -> whose kernel it is ("nb.ipynb"), for the blocked prompt. */
   readonly kernelOwners = new Map<string, string>();
+  /**
+   * executionId -> what ran ("cell 3 of x.ipynb", "a.py:3-5"), for this editor's runs: the SCM
+   * view and the undo name them so. The newest MAX_ORIGINS are kept.
+   */
+  readonly origins = new Map<string, string>();
 
   private readonly _onModel = new Emitter<Execution[]>();
   private readonly _onKernels = new Emitter<void>();
@@ -192,12 +209,29 @@ export class Session {
     }
   }
 
-  /** "the kernel of nb.ipynb", "the python kernel": whose kernel a kernelId is. */
+  /** "the python kernel of nb.ipynb", "the python kernel": whose kernel a kernelId is. */
   describeKernel(kernelId: string): string | undefined {
     const owner = this.kernelOwners.get(kernelId);
-    if (owner) return `the kernel of ${owner}`;
     const k = this.kernelById(kernelId);
-    return k ? `the ${this.label(k.language)} kernel` : undefined;
+    const kind = k ? `${this.label(k.language)} kernel` : "kernel";
+    if (owner) return `the ${kind} of ${owner}`;
+    return k ? `the ${kind}` : undefined;
+  }
+
+  /** Notes what an execution ran (origins), forgetting the oldest past MAX_ORIGINS. */
+  noteOrigin(executionId: string, origin: string) {
+    this.origins.set(executionId, origin);
+    for (const id of this.origins.keys()) {
+      if (this.origins.size <= MAX_ORIGINS) break;
+      this.origins.delete(id);
+    }
+  }
+
+  /** "cell 3 of x.ipynb (execution 3)", else "execution 3 (python)": an execution as the user knows it. */
+  runName(r: Pick<ExecutionRecord, "executionId" | "executionCount" | "language">): string {
+    const origin = this.origins.get(r.executionId);
+    if (!origin) return executionTitle(r);
+    return r.executionCount > 0 ? `${origin} (execution ${r.executionCount})` : origin;
   }
 
   /** Opens the workspace of opts.root (once). */
@@ -221,10 +255,13 @@ export class Session {
     return p;
   }
 
-  /** Starts a kernel; register: it becomes the language's kernel for files (notebooks keep their own). */
-  async startKernel(language: string, workDoneToken?: string, register = true): Promise<KernelHandle> {
+  /**
+   * Starts a kernel; register: it becomes the language's kernel for files (notebooks keep their
+   * own); interpreter: kernel/start's (a host path of one of initialize's interpreters).
+   */
+  async startKernel(language: string, workDoneToken?: string, register = true, interpreter?: string): Promise<KernelHandle> {
     const ws = await this.ensureWorkspace();
-    const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, ...this.network.startParams(ws?.workspaceId), limits: this.opts.limits, workDoneToken };
+    const params: KernelStartParams = { language, workspaceId: ws?.workspaceId, sandbox: this.opts.sandbox, ...this.network.startParams(ws?.workspaceId), limits: this.opts.limits, workDoneToken, interpreter };
     const res = await this.client.request(Methods.KernelStart, params);
     const h: KernelHandle = { kernelId: res.kernelId, language: res.language, state: "idle", version: res.languageInfo?.version, interpreter: res.interpreter };
     if (register) this.kernels.set(language, h);
@@ -247,6 +284,7 @@ export class Session {
     const k = await this.kernel(r.language);
     const id = newExecutionId();
     const ex = this.model.begin({ id, kernelId: k.kernelId, code: r.code, label: r.label });
+    if (r.label) this.noteOrigin(id, r.label);
     this._onModel.fire([ex]);
     try {
       const res = await this.client.request(

@@ -92,7 +92,7 @@ test("SCM: changes grouped by the execution that made them, another client's liv
   await scm.refresh();
   const mine = scm.resourceGroups.find((g) => g.resourceStates.some((x) => (x as ChangeState).change.path === "out.txt"))!;
   assert.match(mine.id, /^exec-undo:/);
-  assert.match(mine.label, /^Execution 1 \(python\) · /);
+  assert.match(mine.label, /^Execution 1 \(python\) — wrote (keep\.txt, out\.txt \(new\)|out\.txt \(new\), keep\.txt) · /);
   assert.doesNotMatch(mine.label, /another client/);
   assert.deepEqual(mine.resourceStates.map((x) => (x as ChangeState).change.path).sort(), ["keep.txt", "out.txt"]);
   assert.match(String(mine.resourceStates[0].decorations?.tooltip), /by execution 1 \(python\)/);
@@ -103,7 +103,7 @@ test("SCM: changes grouped by the execution that made them, another client's liv
   const ores = await c.request(Methods.KernelExecute, { kernelId: other.kernelId, code: "open('agent.txt', 'w').write('by an agent\\n')", executionId: "agent-run-1" });
   assert.deepEqual(ores.filesChanged, [{ path: "agent.txt", kind: "added" }]);
   const g = await until(() => scm.resourceGroups.find((x) => x.id === "exec:agent-run-1"), 10000, "the other client's execution group");
-  assert.match(g.label, /^Execution 1 \(python\) · .* · another client$/);
+  assert.match(g.label, /^Execution 1 \(python\) — wrote agent\.txt \(new\) · .* · another client$/);
   assert.equal(scm.resourceGroups[0].id, "exec:agent-run-1", "newest first");
   assert.deepEqual(g.resourceStates.map((x) => (x as ChangeState).change.path), ["agent.txt"]);
 
@@ -181,6 +181,64 @@ test("a notebook cell's status bar names the files its run changed, with undo", 
   assert.ok(undo.command.arguments[0].checkpoint);
   nbc.dispose();
   bar.dispose();
+});
+
+test("SCM: a group per notebook run named by its cell and files; Undo This Run restores to before it after a modal", async () => {
+  const pkg = JSON.parse(readFileSync(join(process.cwd(), "package.json"), "utf8"));
+  const inline = pkg.contributes.menus["scm/resourceGroup/context"].find((m: any) => m.command === "cellbox.scm.undoRun");
+  assert.equal(inline?.when, "scmProvider == cellbox && scmResourceGroup =~ /^exec-undo:/");
+  assert.equal(pkg.contributes.commands.find((x: any) => x.command === "cellbox.scm.undoRun")?.title, "Undo This Run");
+  const scm = new CellboxScm(() => s, e.project);
+  await scm.refresh();
+  const before = new Set(scm.changes.map((x) => x.path));
+  const nbc = new CellboxNotebookController(async () => s, (f) => {
+    const d = c.onOutput(f);
+    return new fake.Disposable(() => d.dispose());
+  });
+  const nb: any = { uri: fake.Uri.file("/nb/x.ipynb"), notebookType: "jupyter-notebook", metadata: {} };
+  const src = ["x = 1", "y = 2", "open('a.csv', 'w').write('1,2\\n')\nopen('b.png', 'wb').write(b'\\x89PNG')"];
+  nb.cells = src.map((code, index) => ({ index, kind: 2, notebook: nb, document: { languageId: "python", getText: () => code, uri: { toString: () => `vscode-notebook-cell:/nb/x.ipynb#${index}` } } }));
+  nb.getCells = () => nb.cells;
+  await nbc.controllers[0].executeHandler!(nb.cells, nb, nbc.controllers[0]);
+  await scm.refresh();
+  const g = scm.resourceGroups.find((x) => x.resourceStates.some((st) => (st as ChangeState).change.path === "a.csv"))!;
+  assert.ok(g, JSON.stringify(scm.resourceGroups.map((x) => x.label)));
+  assert.match(g.id, /^exec-undo:nb-/);
+  assert.match(g.label, /^Cell 3 of x\.ipynb — wrote (a\.csv \(new\), b\.png \(new\)|b\.png \(new\), a\.csv \(new\)) · /);
+  assert.equal(scm.resourceGroups[0], g, "the newest run first");
+  assert.deepEqual(g.resourceStates.map((st) => (st as ChangeState).change.path).sort(), ["a.csv", "b.png"]);
+  assert.match(String(g.resourceStates[0].decorations?.tooltip), /by cell 3 of x\.ipynb \(execution \d+\)/);
+  // Undo This Run on the group: a modal naming the cell; declined, nothing happens.
+  const rec = scm.recordOfGroup(g.id)!;
+  const restores: any[] = [];
+  const request = c.request.bind(c) as (...a: unknown[]) => Promise<unknown>;
+  (c as any).request = (method: string, ...rest: unknown[]) => {
+    if (method === Methods.WorkspaceRestore) restores.push(rest[0]);
+    return request(method, ...rest);
+  };
+  try {
+    fake.setWarningAnswer(() => undefined);
+    assert.equal(await undoExecution(s, rec, { scm }), false);
+    assert.match(fake.created.modals.at(-1), /^Cell 3 of x\.ipynb: Restore the workspace's files to how they were before execution \d+ \(python\)\?/);
+    assert.deepEqual(restores, []);
+    assert.ok(scm.changes.some((x) => x.path === "a.csv"));
+    // Accepted: workspace/restore to the run's checkpoint; its files are gone, the ones before stay.
+    fake.setWarningAnswer((msg: string) => (msg.startsWith("Cell 3 of x.ipynb: ") ? "Restore" : undefined));
+    assert.equal(await undoExecution(s, rec, { scm }), true);
+    assert.deepEqual(restores, [{ workspaceId: s.workspace!.workspaceId, checkpointId: rec.checkpoint }]);
+    assert.deepEqual(new Set(scm.changes.map((x) => x.path)), before);
+    assert.ok(!existsSync(join(e.project, "a.csv")), "the project was never touched");
+    assert.match(fake.created.infos.at(-1), /^cellbox: the files are as before cell 3 of x\.ipynb \(execution \d+\)\./);
+    // A file's run: its group is named by the file and lines that ran, as they are.
+    await s.run({ path: join(e.project, "analysis.py"), language: "python", code: "open('c.txt', 'w').write('c')", firstLine: 3, lastLine: 3, label: "analysis.py:4" });
+    await scm.refresh();
+    assert.match(scm.resourceGroups[0].label, /^analysis\.py:4 — wrote c\.txt \(new\) · /);
+  } finally {
+    (c as any).request = request;
+    fake.setWarningAnswer(() => undefined);
+    nbc.dispose();
+    scm.dispose();
+  }
 });
 
 test("renames are one entry old → new; ignored changes are counted, then shown", async () => {

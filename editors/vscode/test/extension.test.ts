@@ -3,11 +3,12 @@
 // registered, and with a folder open it connects through `cellbox connect` (the real binary) and
 // fills the SCM view; an R file (no cellbox language `r`) gets its keys, picks the Jupyter kernel
 // jupyter:ir from the kernel picker, runs there, and the variables view says that kernel cannot
-// list variables. Only this wiring is checked here; the parts it wires are tested with the real
+// list variables; a pyenv version of the host has a notebook controller and a Pick Kernel entry
+// that starts a kernel of it. Only this wiring is checked here; the parts it wires are tested with the real
 // daemon in the other files.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync } from "node:fs";
+import { readFileSync, readdirSync, mkdirSync, symlinkSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import * as vscode from "vscode";
 import { activate, deactivate } from "../src/extension";
@@ -17,8 +18,12 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
   const fake = vscode as any;
   const pkg = JSON.parse(readFileSync(join(process.cwd(), "package.json"), "utf8"));
   const e = tempEnv({ "a.txt": "a\n" });
+  // A pyenv version of the host's python (a link to it), for the daemon's interpreters.
+  mkdirSync(join(e.base, "pyenv", "versions", "3.11.99", "bin"), { recursive: true });
+  const pyenvPython = join(e.base, "pyenv", "versions", "3.11.99", "bin", "python3");
+  symlinkSync(realpathSync("/usr/bin/python3"), pyenvPython);
   // `cellbox connect` finds (or starts) the daemon by these.
-  Object.assign(process.env, { CELLBOX_STATE_DIR: e.env.CELLBOX_STATE_DIR, XDG_RUNTIME_DIR: e.env.XDG_RUNTIME_DIR });
+  Object.assign(process.env, { CELLBOX_STATE_DIR: e.env.CELLBOX_STATE_DIR, XDG_RUNTIME_DIR: e.env.XDG_RUNTIME_DIR, PYENV_ROOT: join(e.base, "pyenv") });
   fake.setConfig({ path: bin(), showOutput: false });
   fake.workspace.workspaceFolders = [{ uri: fake.Uri.file(e.project) }];
   const ctx = { subscriptions: [] as { dispose(): unknown }[] };
@@ -48,6 +53,25 @@ test("activate: contributed commands, providers, connect on startup, SCM changes
     const g = sc.groups.find((x: any) => x.resourceStates.length);
     assert.match(g.id, /^exec-undo:/);
     assert.match(g.label, /^Execution 1 \(python\)/);
+
+    // The host's other interpreters (a pyenv version): a notebook controller each, and a group
+    // of Pick Kernel whose entry starts a kernel of that interpreter for files.
+    const pyenvCtl = fake.created.controllers.find((x: any) => x.id === `cellbox-jupyter-notebook:python@${pyenvPython}`);
+    assert.ok(pyenvCtl && !pyenvCtl.disposed, JSON.stringify(fake.created.controllers.map((x: any) => x.id)));
+    let offered: any[] = [];
+    fake.setQuickPick((it: any[]) => {
+      offered = it;
+      return it.find((i) => i.interpreter === pyenvPython);
+    });
+    await fake.commands.executeCommand("cellbox.pickKernel");
+    const sep = offered.findIndex((i) => i.label === "Other interpreters of this host (sandboxed)");
+    assert.ok(sep > 0 && offered[sep].kind === fake.QuickPickItemKind.Separator, JSON.stringify(offered.map((i) => i.label)));
+    assert.equal(offered.find((i) => i.interpreter === pyenvPython)?.label, "$(add) New Python 3.11.99 kernel");
+    assert.equal(s.kernels.get("python")?.interpreter?.path, pyenvPython);
+    // The status bar tags a kernel that does not run the host's default with its version (the
+    // link's target's, as the daemon asks it).
+    assert.equal(s.kernels.get("python")?.interpreter?.source, "explicit");
+    await until(() => /cellbox python \(\d+\.\d+\.\d+\): idle/.test(status.text), 20000, `the interpreter in the status, got ${status.text}`);
 
     // An R file: besides cellbox's own r, the picker offers the host's IRkernel as jupyter:ir.
     const ir = s.languages.find((l) => l.id === "jupyter:ir");

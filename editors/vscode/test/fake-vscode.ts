@@ -122,21 +122,35 @@ export class FakeCellExecution {
   }
 }
 
+export enum NotebookControllerAffinity {
+  Default = 1,
+  Preferred = 2,
+}
+
 export class FakeNotebookController {
   supportedLanguages?: string[];
   supportsExecutionOrder?: boolean;
   description?: string;
+  detail?: string;
+  disposed = false;
+  /** notebook uri -> the affinity set for it */
+  readonly affinity = new Map<string, NotebookControllerAffinity>();
   executeHandler?: (cells: any[], nb: any, c: any) => unknown;
   interruptHandler?: (nb: any) => unknown;
   readonly events: string[] = [];
   readonly executions: FakeCellExecution[] = [];
-  constructor(readonly id: string, readonly notebookType: string, readonly label: string) {}
+  constructor(readonly id: string, readonly notebookType: string, public label: string) {}
   createNotebookCellExecution(cell: any) {
     const e = new FakeCellExecution(cell, this.events);
     this.executions.push(e);
     return e;
   }
-  dispose() {}
+  updateNotebookAffinity(nb: any, a: NotebookControllerAffinity) {
+    this.affinity.set(nb.uri.toString(), a);
+  }
+  dispose() {
+    this.disposed = true;
+  }
 }
 
 export const created = { controllers: [] as FakeNotebookController[], sourceControls: [] as any[], warnings: [] as string[], infos: [] as string[], treeViews: [] as any[], quickPicks: [] as any[][], cellStatusBars: [] as any[], documents: [] as any[], shown: [] as any[], modals: [] as string[] };
@@ -264,6 +278,7 @@ export enum QuickPickItemKind {
 
 export const workspace = {
   notebookDocuments: [] as any[],
+  onDidOpenNotebookDocument: () => new Disposable(() => {}),
   /** An untitled document with content and language, recorded in created.documents. */
   openTextDocument(o: { content?: string; language?: string } | Uri) {
     const doc = o instanceof Uri ? { uri: o } : { uri: Uri.from({ scheme: "untitled", path: `/Untitled-${created.documents.length + 1}` }), languageId: o.language, getText: () => o.content ?? "" };
