@@ -9,6 +9,7 @@ import "@xterm/xterm/css/xterm.css";
 import "./style.css";
 import { CellboxClient, Methods, tokenFromPage, type KernelInputRequestParams } from "../client/client";
 import { el } from "./dom";
+import { FileEditors } from "./fileeditor";
 import { Files } from "./files";
 import { splitter } from "./layout";
 import { InstallPanel, NetworkPanel } from "./network";
@@ -16,6 +17,7 @@ import { Notebook } from "./notebook";
 import { Session } from "./session";
 import { Tabs } from "./tabs";
 import { TerminalPanel } from "./terminal";
+import { Tree } from "./tree";
 import { KernelRegistry, type Opener, type Workbench } from "./workbench";
 
 declare global {
@@ -123,11 +125,12 @@ async function main() {
     confirm: confirmDialog,
   };
 
-  const show = (title: string, body: HTMLElement) => {
-    docs.open({ id: `view:${title}`, title: title.split("/").pop() || title, tooltip: title, body: el("div", { class: "viewer" }, body) });
-  };
   const current: { nb?: Notebook } = {};
-  const fileView = new Files(client, ws.workspaceId, files, changes, show, (kernelId) => kernelId === current.nb?.kernelId);
+  // The project tree, the changes panel, and the file editors (the last opener: any path).
+  const tree = new Tree(wb, files);
+  const fileView = new Files(wb, changes, tree, (kernelId) => kernelId === current.nb?.kernelId || wb.kernels.get(kernelId) !== undefined);
+  const editors = new FileEditors(wb, tree);
+  openers.push(editors);
   const network = (parts.network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined)));
   const install = new InstallPanel(client, ws.workspaceId, tools);
   const nbRoot = el("section", { class: "notebook" });
@@ -141,11 +144,11 @@ async function main() {
   terms.open({ id: "term:1", title: "Terminal", body: termRoot });
   const term = new TerminalPanel(client, ws.workspaceId, termRoot, wb.networkParams);
   client.onReconnected(async () => {
-    await Promise.all([fileView.rewatch(), nb.resync()]);
+    await Promise.all([tree.rewatch().then(() => fileView.refresh()), nb.resync()]);
   });
   // For tests and for people poking at the page from the console.
-  window.cellbox = { client, workbench: wb, notebook: nb, files: fileView, terminal: term, workspace: ws, network, install };
-  await Promise.all([fileView.start(), term.open(), nb.ensureKernel().catch(() => {})]);
+  window.cellbox = { client, workbench: wb, notebook: nb, files: fileView, tree, editors, terminal: term, workspace: ws, network, install };
+  await Promise.all([tree.start().then(() => fileView.start()), term.open(), nb.ensureKernel().catch(() => {}), editors.restore()]);
   document.body.dataset.ready = "true";
 }
 
