@@ -32,6 +32,7 @@ class FileDoc {
   private content: HTMLElement;
   private info: HTMLElement;
   private toggles: HTMLElement;
+  private pathLabel: HTMLElement;
   private saveButton: HTMLButtonElement;
   editor?: CodeEditor;
   /** The text as on disk when last read or saved (undefined: not a text document). */
@@ -48,10 +49,11 @@ class FileDoc {
     this.bar = el("div", { class: "file-bar", role: "alert", hidden: "" });
     this.info = el("span", { class: "file-info" });
     this.toggles = el("span", { class: "file-toggles" });
+    this.pathLabel = el("span", { class: "file-path" }, path);
     this.saveButton = el("button", { class: "file-save", title: "save (Ctrl+S)", disabled: "" }, "Save") as HTMLButtonElement;
     this.saveButton.onclick = () => void this.save();
     this.content = el("div", { class: "file-content" });
-    this.body = el("div", { class: "file-doc" }, el("div", { class: "file-toolbar" }, this.toggles, el("span", { class: "spacer" }), this.info, this.saveButton), this.bar, this.content);
+    this.body = el("div", { class: "file-doc" }, el("div", { class: "file-toolbar" }, this.toggles, this.pathLabel, el("span", { class: "spacer" }), this.info, this.saveButton), this.bar, this.content);
     this.body.dataset.path = path;
     this.body.addEventListener("keydown", (e) => {
       if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "s") {
@@ -313,6 +315,7 @@ class FileDoc {
     const old = this.tabId;
     this.path = to;
     this.body.dataset.path = to;
+    this.pathLabel.textContent = to;
     this.wb.docs.update(old, { newId: this.tabId, title: nameOf(to), tooltip: to });
     this.editor?.setLanguage(to);
   }

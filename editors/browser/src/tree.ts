@@ -101,6 +101,8 @@ export class Tree {
   private relist = new Set<string>();
   private timer?: ReturnType<typeof setTimeout>;
   private renderQueued = false;
+  /** Each directory's sorted rows, until a listing, the changes or the rules change. */
+  private rowCache = new Map<string, Row[]>();
   private menu?: HTMLElement;
   private picker: HTMLInputElement;
   private uploadTarget = "";
@@ -201,6 +203,7 @@ export class Tree {
   /** The changes of workspace/changes (the changes panel hands them over after each refresh). */
   setChanges(changes: Map<string, Change>) {
     this.changes = changes;
+    this.rowCache.clear();
     this.changedDirs = new Set();
     for (const p of changes.keys()) for (let d = parentOf(p); d; d = parentOf(d)) this.changedDirs.add(d);
     this.queueRender();
@@ -226,6 +229,7 @@ export class Tree {
     try {
       const r = await this.wb.client.request(Methods.FsRead, { workspaceId: this.wb.workspaceId, path: ".git/info/exclude", encoding: "utf8" });
       this.excludeRules = parseGitignore(r.content, "");
+      this.rowCache.clear();
     } catch {
       this.excludeRules = []; // no repository, or no exclude file
     }
@@ -269,9 +273,11 @@ export class Tree {
           }),
       );
       this.dirs.set(dir, { entries, shown: Math.max(old?.shown ?? 0, pageSize), rules, venvs });
+      this.rowCache.clear();
     } catch (e) {
       // Gone (deleted since), or not listable: the parent's listing drops it, or the row says why.
       this.dirs.set(dir, { entries: [], shown: pageSize, rules: [], venvs: new Set(), error: (e as Error).message });
+      this.rowCache.clear();
     }
   }
 
@@ -299,6 +305,7 @@ export class Tree {
       await Promise.all(dirs.map((d) => this.load(d)));
       // A directory that is gone drops from the listing of its parent; forget what was below it.
       for (const d of dirs) if (this.dirs.get(d)?.error && d) this.dirs.delete(d);
+      this.rowCache.clear();
       this.render();
       setTimeout(() => {
         this.recent.clear();
@@ -343,6 +350,8 @@ export class Tree {
   private rowsOf(dirPath: string, parentDim?: Dim): Row[] {
     const dir = this.dirs.get(dirPath);
     if (!dir) return [];
+    const cached = this.rowCache.get(dirPath);
+    if (cached) return cached;
     const rules = this.rulesFor(dirPath);
     const rows: Row[] = dir.entries.map((e) => ({ path: e.path, name: nameOf(e.path), type: e.type, size: e.size, deleted: false, dim: this.dimOf(e, dir, rules, parentDim) }));
     const present = new Set(dir.entries.map((e) => e.path));
@@ -350,7 +359,9 @@ export class Tree {
       if (c.kind === "deleted" && parentOf(c.path) === dirPath && !present.has(c.path)) rows.push({ path: c.path, name: nameOf(c.path), type: "file", size: 0, deleted: true });
     }
     const rank = (r: Row) => (r.dim && !r.dim.inherited ? 2 : 0) + (r.type === "dir" ? 0 : 1);
-    return rows.sort((a, b) => rank(a) - rank(b) || collator.compare(a.name, b.name) || (a.name < b.name ? -1 : 1));
+    rows.sort((a, b) => rank(a) - rank(b) || collator.compare(a.name, b.name) || (a.name < b.name ? -1 : 1));
+    this.rowCache.set(dirPath, rows);
+    return rows;
   }
 
   render() {
@@ -407,7 +418,7 @@ export class Tree {
     const row = el(
       "div",
       { class: `tree-item ${r.type}`, role: "treeitem", "aria-level": String(depth + 1), title: r.dim ? `${r.path} — ${r.dim.why}` : r.path, draggable: "false" },
-      el("span", { class: "twisty" }, isDir ? (open ? "▾" : "▸") : ""),
+      el("span", { class: "twisty" }),
       el("span", { class: "name" }, r.name + (r.type === "symlink" ? " →" : "")),
     );
     row.dataset.path = r.path;
@@ -732,6 +743,7 @@ export class Tree {
       await this.wb.client.request(Methods.FsRename, { workspaceId: this.wb.workspaceId, from: path, to: target });
       if (this.expanded.delete(path)) this.expanded.add(target);
       this.dirs.delete(path);
+      this.rowCache.clear();
       this.say(`renamed ${path} to ${target}`);
       for (const fn of this.renameListeners) fn(path, target);
       await this.changed(dir, parentOf(target));
@@ -751,6 +763,7 @@ export class Tree {
       await this.wb.client.request(Methods.FsDelete, { workspaceId: this.wb.workspaceId, path, recursive: isDir });
       this.say(`deleted ${path}`);
       this.dirs.delete(path);
+      this.rowCache.clear();
       this.expanded.delete(path);
       await this.changed(parentOf(path));
     } catch (e) {

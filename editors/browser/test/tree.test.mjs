@@ -52,6 +52,10 @@ const files = {
   "notes.txt": "to be deleted\n",
   "src/app.py": "def main():\n    print('app')\n",
   "src/util/helpers.py": "X = 1\n",
+  // A .gitignore of a subfolder, with a pattern through folders.
+  "src/.gitignore": "gen/**/*.py\n",
+  "src/gen/a/b/out.py": "",
+  "src/gen/keep.txt": "",
   "data.csv": csvRows.join("\n") + "\n",
   "config.json": JSON.stringify({ name: "demo", version: 3, tags: ["a", "b"], nested: { deep: { deeper: { value: true } } }, nothing: null }, null, 2),
   "broken.json": '{"name": "demo",',
@@ -183,21 +187,38 @@ test("the tree: the user's files first, heavy and ignored folders folded, dimmed
 
 test("keys: arrows move, Right expands, Left folds, Enter opens", async () => {
   await row("src").click(); // expands
+  // src/.gitignore's gen/**/*.py: through any depth of folders, only there.
+  for (const p of ["src/gen", "src/gen/a", "src/gen/a/b"]) {
+    await row(p).click();
+    await row(p).and(page.locator('[aria-expanded="true"]')).waitFor();
+  }
+  assert.equal(await row("src/gen/a/b/out.py").locator(".tree-badge").innerText(), "ignored");
+  assert.match(await row("src/gen/a/b/out.py").getAttribute("title"), /ignored by src\/\.gitignore \(gen\/\*\*\/\*\.py\)/);
+  assert.ok(!(await row("src/gen/keep.txt").evaluate((e) => e.classList.contains("dimmed"))), "keep.txt is not ignored");
+  await row("src/gen").click(); // folds
   await row("src").click(); // folds
   await row("src").focus();
   await page.keyboard.press("ArrowRight");
   await row("src/app.py").waitFor();
   await page.keyboard.press("ArrowRight"); // to the first child
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "src/gen");
+  await page.keyboard.press("ArrowDown");
   assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "src/util");
   await page.keyboard.press("ArrowDown");
-  assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "src/app.py");
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "src/.gitignore");
   await page.keyboard.press("ArrowLeft"); // to the parent
   assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "src");
   await page.keyboard.press("ArrowLeft"); // folds
   await row("src/app.py").waitFor({ state: "detached" });
   await page.keyboard.press("ArrowRight");
-  await page.keyboard.press("ArrowDown");
-  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("End");
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "app.log");
+  await page.keyboard.press("Home");
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "src");
+  for (const p of ["src/gen", "src/util", "src/.gitignore", "src/app.py"]) {
+    await page.keyboard.press("ArrowDown");
+    assert.equal(await page.evaluate(() => document.activeElement.dataset.path), p);
+  }
   await page.keyboard.press("Enter");
   await page.locator('.tab[data-tab="file:src/app.py"].active').waitFor();
   await activeDoc().locator(".cm-lineNumbers").waitFor();
