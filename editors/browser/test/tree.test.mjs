@@ -430,6 +430,22 @@ test("commit and discard ask first, saying how many files; cancel leaves the cha
   await page.locator('.tab[data-tab="file:src/fresh.py"]').click();
   await waitFor(async () => /deleted/.test(await activeDoc().locator(".file-bar").innerText()), { what: "the gone file's bar" });
   await shot("tree-5-after-commit");
+
+  // A checkpoint, named in the page's dialog; a file written after it; restoring asks, saying how many files.
+  await page.click("button.checkpoint");
+  await typeName("before-extra");
+  const cp = page.locator(".checkpoint").filter({ hasText: "before-extra" });
+  await cp.waitFor({ timeout: 20_000 });
+  await rpc("fs/write", { path: "extra.txt", content: "after the checkpoint\n" });
+  await change("extra.txt").waitFor({ timeout: 20_000 });
+  await cp.locator("button.restore").click();
+  const question = await answer(false);
+  assert.match(question, /^Restore the workspace's files to checkpoint before-extra .*\d+ files? changed from the project\? What is changed now \(\d+ files?\) is replaced/);
+  assert.equal(await change("extra.txt").count(), 1, "cancelled: nothing restored");
+  await cp.locator("button.restore").click();
+  await answer(true);
+  await change("extra.txt").waitFor({ state: "detached", timeout: 20_000 });
+  await row("extra.txt").waitFor({ state: "detached" });
   // A reload asks for the page without the token first (a 401 the page answers by itself).
   assert.deepEqual(consoleErrors.filter((e) => !/WebSocket|ERR_|status of 401/.test(e)), []);
 });
