@@ -18,8 +18,9 @@ import type { Opener, Workbench } from "./workbench";
 
 /** Files over this size get a pane, not an editor. */
 export const maxEditBytes = 2 << 20;
-/** Images over this size are not read into the page. */
+/** Images, and CSV or JSON files shown in their viewer only, over this size are not read into the page. */
 const maxImageBytes = 12 << 20;
+const maxViewBytes = 12 << 20;
 
 const nameOf = (p: string) => p.slice(p.lastIndexOf("/") + 1);
 
@@ -38,6 +39,8 @@ class FileDoc {
   /** The text as on disk when last read or saved (undefined: not a text document). */
   saved?: string;
   kind: ViewKind | "binary" | "large" = "text";
+  /** A CSV or JSON file over maxEditBytes: its viewer, no editor. */
+  viewOnly = false;
   mode: Mode = "text";
   private draftTimer?: ReturnType<typeof setTimeout>;
   private checking = false;
@@ -96,7 +99,8 @@ class FileDoc {
         await this.showImage();
         return;
       }
-      if (st.size > maxEditBytes) {
+      this.viewOnly = st.size > maxEditBytes && (kind === "csv" || kind === "json") && st.size <= maxViewBytes;
+      if (st.size > maxEditBytes && !this.viewOnly) {
         this.kind = "large";
         this.showPane(st.size, "large");
         return;
@@ -105,6 +109,13 @@ class FileDoc {
       if (r.encoding === "base64") {
         this.kind = "binary";
         this.showPane(r.size, "binary");
+        return;
+      }
+      if (this.viewOnly) {
+        this.kind = kind;
+        this.saved = r.content;
+        this.mode = "view";
+        this.render(r.content);
         return;
       }
       this.kind = kind;
@@ -147,8 +158,8 @@ class FileDoc {
   /** Shows the text in the current mode: the editor, or the viewer of its kind. */
   private render(text: string): void {
     const viewLabel = this.kind === "csv" ? "Table" : this.kind === "json" ? "Tree" : "";
-    this.setToggles(viewLabel ? [[viewLabel, "view"], ["Text", "text"]] : []);
-    this.saveButton.hidden = false;
+    this.setToggles(viewLabel && !this.viewOnly ? [[viewLabel, "view"], ["Text", "text"]] : []);
+    this.saveButton.hidden = this.viewOnly;
     if (this.mode === "view") {
       let view: HTMLElement;
       if (this.kind === "csv") view = csvTable(this.path, text);
@@ -156,6 +167,11 @@ class FileDoc {
         try {
           view = jsonTree(JSON.parse(text));
         } catch (e) {
+          if (this.viewOnly) {
+            this.kind = "large";
+            this.showPane(new TextEncoder().encode(text).length, "large");
+            return;
+          }
           this.mode = "text";
           this.showBar(`Not valid JSON (${(e as Error).message}): shown as text.`, []);
           return this.render(text);
@@ -165,7 +181,7 @@ class FileDoc {
       this.content.querySelector(".file-view")?.remove();
       this.content.querySelector(".empty")?.remove();
       this.content.append(el("div", { class: "file-view" }, view));
-      this.info.textContent = formatSize(new TextEncoder().encode(text).length);
+      this.info.textContent = `${formatSize(new TextEncoder().encode(text).length)}${this.viewOnly ? ", too large to edit here" : ""}`;
       return;
     }
     this.content.querySelector(".file-view")?.remove();

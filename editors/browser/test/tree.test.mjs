@@ -87,6 +87,9 @@ before(async () => {
       mkdirSync(site, { recursive: true });
       writeFileSync(join(dir, ".venv", "pyvenv.cfg"), "home = /usr/bin\n");
       for (let i = 0; i < venvFiles; i++) writeFileSync(join(site, `mod${String(i).padStart(5, "0")}.py`), "");
+      // Over the editor's 2 MiB: a log gets a pane, a CSV its table without the editor.
+      writeFileSync(join(dir, "big.txt"), "x".repeat(3 << 20));
+      writeFileSync(join(dir, "big.csv"), "n,square\n" + Array.from({ length: 300_000 }, (_, i) => `${i},${i * i}`).join("\n") + "\n");
       const git = (...a) => execFileSync("git", ["-C", dir, ...a], { env: gitEnv });
       git("init", "-q", "-b", "main");
       git("add", "README.md", "notes.txt", "src", "data.csv", "config.json", ".gitignore");
@@ -149,7 +152,7 @@ test("the tree: the user's files first, heavy and ignored folders folded, dimmed
   const rows = await rootRows();
   assert.ok(!rows.includes(".git"), `.git is not shown: ${rows}`);
   // Folders, then files, of the user's; then what is ignored or heavy, folders first.
-  assert.deepEqual(rows, ["src", ".gitignore", "blob.bin", "broken.json", "config.json", "data.csv", "keep.log", "logo.png", "notes.txt", "pic.svg", "README.md", ".venv", "build", "env", "node_modules", "secret", "app.log"]);
+  assert.deepEqual(rows, ["src", ".gitignore", "big.csv", "big.txt", "blob.bin", "broken.json", "config.json", "data.csv", "keep.log", "logo.png", "notes.txt", "pic.svg", "README.md", ".venv", "build", "env", "node_modules", "secret", "app.log"]);
   for (const [path, badge] of [[".venv", "venv"], ["env", "venv"], ["node_modules", "deps"], ["build", "ignored"], ["secret", "ignored"], ["app.log", "ignored"]]) {
     const r = row(path);
     assert.ok(await r.evaluate((e) => e.classList.contains("dimmed")), `${path} dimmed`);
@@ -405,6 +408,15 @@ test("viewers: an image, an SVG (no script), a CSV table, JSON folding, invalid 
   assert.match(await pane.innerText(), /binary, 7 bytes/);
   const [dl] = await Promise.all([page.waitForEvent("download"), pane.locator("button.download").click()]);
   assert.deepEqual(readFileSync(await dl.path()), readFileSync(join(d.project, "blob.bin")));
+
+  await row("big.txt").click();
+  await waitFor(async () => /big\.txt — 3\.0 MiB, too large to edit here/.test(await activeDoc().locator(".binary-pane").innerText()), { what: "the large file's pane" });
+  assert.equal(await activeDoc().locator(".cm-content").count(), 0, "no editor");
+  await row("big.csv").click();
+  await activeDoc().locator("table.csv-table").waitFor();
+  assert.equal(await activeDoc().locator("table.csv-table tbody tr").count(), 1000);
+  assert.match(await activeDoc().locator(".file-info").innerText(), /too large to edit here/);
+  assert.equal(await activeDoc().locator("button.mode-text").count(), 0, "no text toggle");
 });
 
 test("commit and discard ask first, saying how many files; cancel leaves the change, confirm applies it", async () => {
