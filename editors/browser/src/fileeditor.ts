@@ -44,6 +44,7 @@ class FileDoc {
   mode: Mode = "text";
   private draftTimer?: ReturnType<typeof setTimeout>;
   private checking = false;
+  private again = false;
 
   constructor(
     private owner: FileEditors,
@@ -247,7 +248,12 @@ class FileDoc {
 
   /** The file changed underneath (fs/didChange): reload a clean tab, ask in an edited one. */
   async diskChanged() {
-    if (this.checking || this.kind === "binary" || this.kind === "large") return;
+    if (this.kind === "binary" || this.kind === "large") return;
+    if (this.checking) {
+      // A change while the last one is read: look again once that is done.
+      this.again = true;
+      return;
+    }
     this.checking = true;
     try {
       if (this.kind === "image") {
@@ -291,6 +297,10 @@ class FileDoc {
       ]);
     } finally {
       this.checking = false;
+      if (this.again) {
+        this.again = false;
+        void this.diskChanged();
+      }
     }
   }
 

@@ -348,7 +348,7 @@ export class Files {
     const title = paths?.length ? (paths.length === 1 ? paths[0] : paths.join(" → ")) : "all changes";
     try {
       const r = await this.client.request(Methods.WorkspaceDiff, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
-      const body = diffView(r.files);
+      const body = diffView(r.files, (p) => void this.wb.openPath(p));
       const id = `diff:${paths?.join("\n") ?? "*"}`;
       const tab = this.wb.docs.get(id);
       if (tab) {
@@ -399,7 +399,7 @@ export class Files {
 }
 
 /** A coloured unified diff of workspace/diff's files. */
-export function diffView(files: { path: string; kind: string; diff?: string; binary?: boolean }[]): HTMLElement {
+export function diffView(files: { path: string; kind: string; diff?: string; binary?: boolean }[], open?: (path: string) => void): HTMLElement {
   const body = el("div", { class: "diff viewer-body" });
   for (const f of files) {
     const pre = el("pre", { class: "diff-file" });
@@ -410,6 +410,11 @@ export function diffView(files: { path: string; kind: string; diff?: string; bin
     }
     const head = el("div", { class: `diff-path ${f.kind}` }, `${f.kind}: ${f.path}`);
     head.dataset.path = f.path;
+    if (open && f.kind !== "deleted") {
+      const b = el("button", { class: "diff-open", title: `open ${f.path}` }, "open");
+      b.onclick = () => open(f.path);
+      head.append(" ", b);
+    }
     body.append(head, pre);
   }
   if (!files.length) body.append(el("div", { class: "empty" }, "no changes"));

@@ -285,8 +285,8 @@ export class Tree {
   private relistFor(path: string) {
     for (let d = parentOf(path); ; d = parentOf(d)) {
       if (this.dirs.has(d)) {
+        // (A .gitignore is read again with its directory's listing.)
         this.relist.add(d);
-        if (nameOf(path) === ".gitignore" || path === ".git/info/exclude") this.relist.add(d);
         break;
       }
       if (!d) break;
