@@ -360,6 +360,7 @@ class FileDoc {
 export class FileEditors implements Opener {
   private open_ = new Map<string, FileDoc>();
   private drafts: Record<string, string>;
+  private restoring = false;
 
   constructor(
     readonly wb: Workbench,
@@ -369,6 +370,11 @@ export class FileEditors implements Opener {
     tree.onFsChange((changes: FileChange[], overflow: boolean) => {
       const paths = new Set(changes.map((c) => c.path));
       for (const d of this.open_.values()) if (overflow || paths.has(d.path)) void d.diskChanged();
+    });
+    // Which file tab was in front, to bring it to the front again after a reload.
+    wb.docs.onChange(() => {
+      const id = wb.docs.current?.id;
+      if (id?.startsWith("file:") && !this.restoring) wb.session.set("files:active", id.slice("file:".length));
     });
     tree.onRename((from, to) => {
       for (const d of [...this.open_.values()]) {
@@ -434,7 +440,15 @@ export class FileEditors implements Opener {
   /** Opens the files that were open before the reload. */
   async restore() {
     const paths = this.wb.session.get<string[]>("files:open", []);
-    for (const p of paths) await this.open(p).catch(() => {});
+    const active = this.wb.session.get<string | undefined>("files:active", undefined);
+    this.restoring = true;
+    try {
+      for (const p of paths) await this.open(p).catch(() => {});
+    } finally {
+      this.restoring = false;
+    }
+    const front = active && this.open_.get(active);
+    if (front) this.wb.docs.activate(front.tabId);
     // Drafts of files whose tab is gone (closed in another tab of the browser) are dropped.
     for (const p of Object.keys(this.drafts)) if (!this.open_.has(p)) this.setDraft(p, undefined);
   }

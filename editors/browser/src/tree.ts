@@ -26,6 +26,8 @@ import type { Workbench } from "./workbench";
 
 /** Entries of one directory shown before "show more", and how many more each click adds. */
 export const pageSize = 500;
+/** The drag data of a row dragged within the tree (a move). */
+const pathType = "application/x-cellbox-path";
 /** The largest upload (fs/write carries base64 in a message of at most 16 MiB). */
 export const maxUpload = 10 << 20;
 
@@ -144,8 +146,9 @@ export class Tree {
       // The tree itself got the focus (Tab): hand it to the selected row.
       if (e.target === this.element) this.focusRow(this.selected ?? this.rows()[0]?.dataset.path);
     });
+    this.element.addEventListener("dragstart", (e) => this.onDragStart(e));
     this.element.addEventListener("dragover", (e) => this.onDragOver(e));
-    this.element.addEventListener("dragleave", () => this.element.querySelectorAll(".drop-target").forEach((r) => r.classList.remove("drop-target")));
+    this.element.addEventListener("dragleave", () => this.clearDrop());
     this.element.addEventListener("drop", (e) => this.onDrop(e));
     wb.client.on(Methods.FsDidChange, (p: FsDidChangeParams) => {
       if (p.watchId !== this.watchId) return;
@@ -417,7 +420,7 @@ export class Tree {
     const change = this.changes.get(r.path);
     const row = el(
       "div",
-      { class: `tree-item ${r.type}`, role: "treeitem", "aria-level": String(depth + 1), title: r.dim ? `${r.path} — ${r.dim.why}` : r.path, draggable: "false" },
+      { class: `tree-item ${r.type}`, role: "treeitem", "aria-level": String(depth + 1), title: r.dim ? `${r.path} — ${r.dim.why}` : r.path, draggable: String(!r.deleted) },
       el("span", { class: "twisty" }),
       el("span", { class: "name" }, r.name + (r.type === "symlink" ? " →" : "")),
     );
@@ -654,21 +657,39 @@ export class Tree {
     return row.dataset.type === "dir" ? row.dataset.path! : parentOf(row.dataset.path!);
   }
 
+  private onDragStart(e: DragEvent) {
+    const row = (e.target as HTMLElement).closest<HTMLElement>(".tree-item");
+    if (!row || !e.dataTransfer) return;
+    e.dataTransfer.setData(pathType, row.dataset.path!);
+    e.dataTransfer.setData("text/plain", row.dataset.path!);
+    e.dataTransfer.effectAllowed = "move";
+  }
+
   private onDragOver(e: DragEvent) {
-    if (!e.dataTransfer?.types.includes("Files")) return;
+    const types = e.dataTransfer?.types ?? [];
+    const move = types.includes(pathType);
+    if (!move && !types.includes("Files")) return;
     e.preventDefault();
-    e.dataTransfer.dropEffect = "copy";
+    e.dataTransfer!.dropEffect = move ? "move" : "copy";
     const dir = this.dropDir(e);
-    for (const r of this.element.querySelectorAll(".drop-target")) r.classList.remove("drop-target");
+    this.clearDrop();
     (this.rowOf(dir) ?? this.element).classList.add("drop-target");
   }
 
-  private onDrop(e: DragEvent) {
-    if (!e.dataTransfer?.files.length) return;
-    e.preventDefault();
+  private clearDrop() {
     for (const r of this.element.querySelectorAll(".drop-target")) r.classList.remove("drop-target");
     this.element.classList.remove("drop-target");
-    void this.upload(this.dropDir(e), [...e.dataTransfer.files]);
+  }
+
+  private onDrop(e: DragEvent) {
+    const dt = e.dataTransfer;
+    if (!dt) return;
+    const from = dt.getData(pathType);
+    if (!from && !dt.files.length) return;
+    e.preventDefault();
+    this.clearDrop();
+    if (from) void this.move(from, this.dropDir(e));
+    else void this.upload(this.dropDir(e), [...dt.files]);
   }
 
   // --- operations, each through the workspace
@@ -750,6 +771,27 @@ export class Tree {
       await this.reveal(target);
     } catch (e) {
       this.fail(`cannot rename ${path}`, e);
+    }
+  }
+
+  /** Moves a file or folder into dir (a row dropped on a folder): fs/rename, a change like any other. */
+  async move(from: string, dir: string) {
+    const to = join(dir, nameOf(from));
+    if (to === from || parentOf(from) === dir) return;
+    if (dir === from || dir.startsWith(from + "/")) return this.say(`cannot move ${from} into itself`, true);
+    try {
+      if (await this.exists(to)) return this.say(`${to} exists already`, true);
+      await this.wb.client.request(Methods.FsRename, { workspaceId: this.wb.workspaceId, from, to });
+      if (this.expanded.delete(from)) this.expanded.add(to);
+      this.dirs.delete(from);
+      this.rowCache.clear();
+      this.say(`moved ${from} to ${dir || "the workspace"}/`);
+      for (const fn of this.renameListeners) fn(from, to);
+      if (dir) this.expanded.add(dir);
+      await this.changed(parentOf(from), dir);
+      await this.reveal(to);
+    } catch (e) {
+      this.fail(`cannot move ${from}`, e);
     }
   }
 

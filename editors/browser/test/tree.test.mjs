@@ -269,11 +269,16 @@ test("open tabs and unsaved edits come back after a reload; closing a dirty tab 
   await page.keyboard.type("# draft\n");
   const tab = page.locator('.tab[data-tab="file:src/app.py"]');
   await waitFor(() => page.evaluate(() => Object.keys(localStorage).some((k) => k.endsWith(":files:drafts") && localStorage[k].includes("# draft"))), { what: "the draft kept" });
+  // Another file open after it; the first one in front again before the reload.
+  await row("config.json").click();
+  await page.locator('.tab[data-tab="file:config.json"].active').waitFor();
+  await tab.click();
   await page.reload();
   await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
   await tab.waitFor();
+  await page.locator('.tab[data-tab="file:config.json"]').waitFor();
   await waitFor(() => tab.evaluate((t) => t.classList.contains("dirty")), { what: "dirty after the reload" });
-  await tab.click();
+  await waitFor(() => tab.evaluate((t) => t.classList.contains("active")), { what: "the tab in front before the reload, in front" });
   await waitFor(async () => (await editorText()).includes("# draft"), { what: "the draft in the editor" });
   // The folders expanded before the reload are expanded again.
   await row("src/app.py").waitFor();
@@ -349,6 +354,20 @@ test("upload with the picker and by dropping on a folder; download", async () =>
   await change("src/util/dropped.txt").waitFor({ timeout: 20_000 });
   assert.equal((await rpc("fs/read", { path: "src/util/dropped.txt" })).content, "dropped\n");
 
+  // A row dragged onto a folder moves there (fs/rename).
+  await page.evaluate(() => {
+    const dt = new DataTransfer();
+    const from = document.querySelector('.tree-item[data-path="keep.log"]');
+    from.dispatchEvent(new DragEvent("dragstart", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    const target = document.querySelector('.tree-item[data-path="docs"]');
+    target.dispatchEvent(new DragEvent("dragover", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    target.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+  });
+  await change("docs/keep.log").waitFor({ timeout: 20_000 });
+  await row("docs/keep.log").waitFor();
+  assert.equal((await rpc("fs/read", { path: "docs/keep.log" })).content, "kept\n");
+  await row("keep.log").and(page.locator(".deleted")).waitFor();
+
   const [dl] = await Promise.all([page.waitForEvent("download"), menu("logo.png", "download")]);
   assert.equal(dl.suggestedFilename(), "logo.png");
   assert.deepEqual(readFileSync(await dl.path()), readFileSync(join(d.project, "logo.png")));
@@ -397,6 +416,9 @@ test("viewers: an image, an SVG (no script), a CSV table, JSON folding, invalid 
   await summary("nested").click();
   assert.equal(await nested.evaluate((e) => e.open), false, "folded");
   await shot("editor-6-json");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await shot("editor-7-json-dark");
+  await page.emulateMedia({ colorScheme: "light" });
 
   await row("broken.json").click();
   await activeDoc().locator(".cm-content").waitFor();
