@@ -93,6 +93,7 @@ export class Tree {
   private status: HTMLElement;
   private dirs = new Map<string, Dir>();
   private loading = new Map<string, Promise<void>>();
+  private followUp = new Map<string, Promise<void>>();
   private expanded: Set<string>;
   private changes = new Map<string, Change>();
   private changedDirs = new Set<string>();
@@ -218,7 +219,7 @@ export class Tree {
     for (let i = 1; i < parts.length; i++) {
       const d = parts.slice(0, i).join("/");
       this.expanded.add(d);
-      if (!this.dirs.has(d)) await this.load(d);
+      await this.ensure(d);
     }
     this.saveExpanded();
     this.selected = path;
@@ -238,12 +239,44 @@ export class Tree {
     }
   }
 
+  /**
+   * Lists dir (again). A listing already under way may have started before what asks for
+   * this one: dir is listed once more after it (one follow-up, however many ask meanwhile).
+   */
   private load(dir: string): Promise<void> {
     const had = this.loading.get(dir);
-    if (had) return had;
+    if (had) {
+      let next = this.followUp.get(dir);
+      if (!next) {
+        next = had.then(() => this.load(dir)).finally(() => this.followUp.delete(dir));
+        this.followUp.set(dir, next);
+      }
+      return next;
+    }
     const p = this.list(dir).finally(() => this.loading.delete(dir));
     this.loading.set(dir, p);
     return p;
+  }
+
+  /** dir's listing: the one under way, or a new one when it was never listed. */
+  private ensure(dir: string): Promise<void> {
+    return this.loading.get(dir) ?? (this.dirs.has(dir) ? Promise.resolve() : this.load(dir));
+  }
+
+  /** A renamed folder stays expanded, and so do the folders below it that were. */
+  private moveExpanded(from: string, to: string) {
+    for (const e of [...this.expanded]) {
+      if (e !== from && !e.startsWith(from + "/")) continue;
+      this.expanded.delete(e);
+      this.expanded.add(to + e.slice(from.length));
+    }
+    this.saveExpanded();
+  }
+
+  /** Forgets a directory's listing and those below it (deleted, renamed). */
+  private forget(dir: string) {
+    for (const d of [...this.dirs.keys()]) if (d === dir || d.startsWith(dir + "/")) this.dirs.delete(d);
+    this.rowCache.clear();
   }
 
   private async list(dir: string) {
@@ -307,7 +340,7 @@ export class Tree {
       this.relist.clear();
       await Promise.all(dirs.map((d) => this.load(d)));
       // A directory that is gone drops from the listing of its parent; forget what was below it.
-      for (const d of dirs) if (this.dirs.get(d)?.error && d) this.dirs.delete(d);
+      for (const d of dirs) if (this.dirs.get(d)?.error && d) this.forget(d);
       this.rowCache.clear();
       this.render();
       setTimeout(() => {
@@ -374,7 +407,7 @@ export class Tree {
       const dir = this.dirs.get(dirPath);
       if (!dir) {
         frag.append(this.note(depth, "loading…", "tree-loading"));
-        void this.load(dirPath).then(() => this.queueRender());
+        void this.ensure(dirPath).then(() => this.queueRender());
         return;
       }
       if (dir.error) {
@@ -490,7 +523,7 @@ export class Tree {
       this.saveExpanded();
       if (!this.dirs.has(path)) {
         this.render();
-        await this.load(path);
+        await this.ensure(path);
       }
     } else {
       this.expanded.delete(path);
@@ -762,9 +795,8 @@ export class Tree {
     try {
       if (await this.exists(target)) return this.say(`${target} exists already`, true);
       await this.wb.client.request(Methods.FsRename, { workspaceId: this.wb.workspaceId, from: path, to: target });
-      if (this.expanded.delete(path)) this.expanded.add(target);
-      this.dirs.delete(path);
-      this.rowCache.clear();
+      this.moveExpanded(path, target);
+      this.forget(path);
       this.say(`renamed ${path} to ${target}`);
       for (const fn of this.renameListeners) fn(path, target);
       await this.changed(dir, parentOf(target));
@@ -782,9 +814,8 @@ export class Tree {
     try {
       if (await this.exists(to)) return this.say(`${to} exists already`, true);
       await this.wb.client.request(Methods.FsRename, { workspaceId: this.wb.workspaceId, from, to });
-      if (this.expanded.delete(from)) this.expanded.add(to);
-      this.dirs.delete(from);
-      this.rowCache.clear();
+      this.moveExpanded(from, to);
+      this.forget(from);
       this.say(`moved ${from} to ${dir || "the workspace"}/`);
       for (const fn of this.renameListeners) fn(from, to);
       if (dir) this.expanded.add(dir);
@@ -804,8 +835,7 @@ export class Tree {
     try {
       await this.wb.client.request(Methods.FsDelete, { workspaceId: this.wb.workspaceId, path, recursive: isDir });
       this.say(`deleted ${path}`);
-      this.dirs.delete(path);
-      this.rowCache.clear();
+      this.forget(path);
       this.expanded.delete(path);
       await this.changed(parentOf(path));
     } catch (e) {
