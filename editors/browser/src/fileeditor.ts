@@ -60,7 +60,8 @@ class FileDoc {
     this.body = el("div", { class: "file-doc" }, el("div", { class: "file-toolbar" }, this.toggles, this.pathLabel, el("span", { class: "spacer" }), this.info, this.saveButton), this.bar, this.content);
     this.body.dataset.path = path;
     this.body.addEventListener("keydown", (e) => {
-      if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "s") {
+      // Ctrl+S outside the editor (a viewer, the toolbar); the editor's own keymap handled it already otherwise.
+      if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "s" && !e.defaultPrevented) {
         e.preventDefault();
         void this.save();
       }

@@ -237,6 +237,9 @@ test("edit a file in CodeMirror, Ctrl+S: a modified change with its diff; the ta
   await shot("editor-1-dirty");
   await page.keyboard.press("Control+s");
   await waitFor(async () => !(await tab.evaluate((t) => t.classList.contains("dirty"))), { what: "saved" });
+  const writes = framesSent.map((f) => JSON.parse(f)).filter((m) => m.method === "fs/write" && m.params.path === "src/app.py");
+  assert.equal(writes.length, 1, "one fs/write for one Ctrl+S");
+  assert.equal(writes[0].params.content, "def main():\n    print('app')\nmain()\n");
   await change("src/app.py").and(page.locator(".modified")).waitFor({ timeout: 20_000 });
   await row("src/app.py").and(page.locator(".changed.modified")).waitFor();
   assert.equal(onDisk("src/app.py"), "def main():\n    print('app')\n", "the project is untouched before commit");
