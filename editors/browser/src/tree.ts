@@ -109,6 +109,7 @@ export class Tree {
   private menu?: HTMLElement;
   private picker: HTMLInputElement;
   private uploadTarget = "";
+  private typed = { text: "", at: 0 };
   private listeners: ((changes: FileChange[], overflow: boolean) => void)[] = [];
   private renameListeners: ((from: string, to: string) => void)[] = [];
 
@@ -604,9 +605,27 @@ export class Tree {
         this.openMenu(row, row.getBoundingClientRect().left + 20, row.getBoundingClientRect().bottom);
         break;
       default:
+        if (e.key.length === 1 && !e.ctrlKey && !e.metaKey && !e.altKey && e.key !== " ") {
+          this.typeAhead(rows, i, e.key);
+          break;
+        }
         return;
     }
     e.preventDefault();
+  }
+
+  /** Typing a name's first letters goes to the next row whose name starts with them. */
+  private typeAhead(rows: HTMLElement[], i: number, key: string) {
+    const now = Date.now();
+    const same = now - this.typed.at < 800;
+    this.typed = { text: (same ? this.typed.text : "") + key.toLowerCase(), at: now };
+    const text = this.typed.text;
+    // A new search starts after the current row; a longer one may stay on it.
+    const start = same ? i : i + 1;
+    for (let k = 0; k < rows.length; k++) {
+      const r = rows[(start + k) % rows.length];
+      if (nameOf(r.dataset.path!).toLowerCase().startsWith(text)) return this.focusRow(r.dataset.path);
+    }
   }
 
   private onContextMenu(e: MouseEvent) {

@@ -216,6 +216,9 @@ test("keys: arrows move, Right expands, Left folds, Enter opens", async () => {
   await page.keyboard.press("ArrowRight");
   await page.keyboard.press("End");
   assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "app.log");
+  // Type-ahead: the next row whose name starts with what is typed.
+  await page.keyboard.type("co");
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "config.json");
   await page.keyboard.press("Home");
   assert.equal(await page.evaluate(() => document.activeElement.dataset.path), "src");
   for (const p of ["src/gen", "src/util", "src/.gitignore", "src/app.py"]) {
