@@ -7,8 +7,10 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { crc32, deflateSync } from "node:zlib";
+import { build } from "esbuild";
 import { chromium } from "playwright-core";
 import { startDaemon, waitFor } from "./daemon.mjs";
 
@@ -72,6 +74,7 @@ const files = {
   "env/bin/python": "",
 };
 
+const here = dirname(fileURLToPath(import.meta.url));
 let d, context, page, profile;
 const consoleErrors = [];
 const framesSent = [];
@@ -488,4 +491,72 @@ test("commit and discard ask first, saying how many files; cancel leaves the cha
   await row("extra.txt").waitFor({ state: "detached" });
   // A reload asks for the page without the token first (a 401 the page answers by itself).
   assert.deepEqual(consoleErrors.filter((e) => !/WebSocket|ERR_|status of 401/.test(e)), []);
+});
+
+test("the tree's .gitignore matcher agrees with git check-ignore", async () => {
+  // src/gitignore.ts as a module (no DOM in it), against git itself on a repository of its own.
+  const out = await build({ entryPoints: [join(here, "../src/gitignore.ts")], bundle: true, format: "esm", write: false, logLevel: "warning" });
+  const { parseGitignore, matchIgnore } = await import(`data:text/javascript;base64,${Buffer.from(out.outputFiles[0].text).toString("base64")}`);
+  const repo = mkdtempSync(join(tmpdir(), "cellbox-gitignore-"));
+  try {
+    const ignores = {
+      ".gitignore": ["# a comment", "*.log", "!keep.log", "build/", "/secret", "doc/*.txt", "**/tmp", "a/**/z", "foo/**", "*.py[cod]", "\\#hash", "x?y", "[a-c]*.md", "lib/**/gen/", "trail   ", "esc\\ ", "only_dir/", "**/deep/*.bin", "[!q]uux"].join("\n"),
+      "sub/.gitignore": ["*.tmp", "!keep.tmp", "/anch", "inner/"].join("\n"),
+    };
+    const filesList = [
+      "app.log", "keep.log", "sub/x/app.log", "build/out.txt", "sub/build/o", "secret/k", "sub/secret/k", "doc/a.txt", "doc/sub/a.txt", "x/doc/a.txt",
+      "tmp/t", "q/tmp/t", "a/z", "a/b/c/z", "b/a/z", "foo/bar", "foo/b/c", "m.pyc", "m.pyd", "m.pyx", "#hash", "xay", "xy", "a1.md", "d1.md", "lib/gen/g.c",
+      "lib/x/y/gen/g.c", "lib/gen.c", "trail", "esc ", "esc", "only_dir/f", "sub/only_dir/f", "x/only_dir", "p/deep/a.bin", "deep/b.bin", "p/deep/q/c.bin",
+      "auux", "quux", "sub/a.tmp", "sub/keep.tmp", "sub/d/b.tmp", "sub/anch", "sub/d/anch", "sub/inner/f", "sub/d/inner/f", "inner/f", "plain.txt", "src/main.py",
+    ];
+    for (const [p, c] of Object.entries(ignores)) {
+      mkdirSync(dirname(join(repo, p)), { recursive: true });
+      writeFileSync(join(repo, p), c + "\n");
+    }
+    for (const p of filesList) {
+      mkdirSync(dirname(join(repo, p)), { recursive: true });
+      writeFileSync(join(repo, p), "");
+    }
+    execFileSync("git", ["init", "-q", repo]);
+    // Every file and every directory above one.
+    const paths = new Map();
+    for (const p of filesList) {
+      paths.set(p, false);
+      for (let dir = dirname(p); dir !== "."; dir = dirname(dir)) paths.set(dir, true);
+    }
+    const list = [...paths.keys()];
+    let gitSays = "";
+    try {
+      gitSays = execFileSync("git", ["-C", repo, "check-ignore", "--stdin"], { input: list.join("\n") + "\n", encoding: "utf8" });
+    } catch (e) {
+      if (e.status !== 1) throw e; // 1: nothing ignored
+      gitSays = e.stdout;
+    }
+    const byGit = new Set(gitSays.split("\n").filter(Boolean));
+    const rulesOf = (dir) => {
+      const out = parseGitignore(ignores[".gitignore"], "");
+      const parts = dir === "" ? [] : dir.split("/");
+      for (let i = 1; i <= parts.length; i++) {
+        const base = parts.slice(0, i).join("/");
+        if (ignores[`${base}/.gitignore`]) out.push(...parseGitignore(ignores[`${base}/.gitignore`], base));
+      }
+      return out;
+    };
+    // As the tree decides: a path inside an ignored folder is ignored; else the last rule that matches.
+    const mine = (p) => {
+      const parts = p.split("/");
+      for (let i = 1; i <= parts.length; i++) {
+        const q = parts.slice(0, i).join("/");
+        const dir = parts.slice(0, i - 1).join("/");
+        const hit = matchIgnore(rulesOf(dir), q, i < parts.length || paths.get(p));
+        if (hit && !hit.negate) return true;
+      }
+      return false;
+    };
+    const disagree = list.filter((p) => mine(p) !== byGit.has(p)).map((p) => `${p}: git ${byGit.has(p) ? "ignores" : "keeps"} it`);
+    assert.deepEqual(disagree, []);
+    assert.ok(byGit.size > 20 && byGit.size < list.length - 10, `a fair mix: ${byGit.size} of ${list.length} ignored`);
+  } finally {
+    rmSync(repo, { recursive: true, force: true });
+  }
 });
