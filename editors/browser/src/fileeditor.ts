@@ -375,7 +375,9 @@ export class FileEditors implements Opener {
     // Which file tab was in front, to bring it to the front again after a reload.
     wb.docs.onChange(() => {
       const id = wb.docs.current?.id;
-      if (id?.startsWith("file:") && !this.restoring) wb.session.set("files:active", id.slice("file:".length));
+      const path = id?.startsWith("file:") ? id.slice("file:".length) : undefined;
+      tree.setActive(path);
+      if (path !== undefined && !this.restoring) wb.session.set("files:active", path);
     });
     tree.onRename((from, to) => {
       for (const d of [...this.open_.values()]) {

@@ -100,6 +100,8 @@ export class Tree {
   private recent = new Set<string>();
   private excludeRules: IgnoreRule[] = [];
   private selected?: string;
+  /** The file whose tab is in front. */
+  private active?: string;
   private watchId?: string;
   private relist = new Set<string>();
   private timer?: ReturnType<typeof setTimeout>;
@@ -212,6 +214,14 @@ export class Tree {
     this.changedDirs = new Set();
     for (const p of changes.keys()) for (let d = parentOf(p); d; d = parentOf(d)) this.changedDirs.add(d);
     this.queueRender();
+  }
+
+  /** Marks the row of the file whose tab is in front (none: undefined). */
+  setActive(path: string | undefined) {
+    if (this.active === path) return;
+    this.active = path;
+    for (const r of this.element.querySelectorAll(".tree-item.active-file")) r.classList.remove("active-file");
+    this.rowOf(path)?.classList.add("active-file");
   }
 
   /** Selects a path's row, expanding its parents (a file opened from elsewhere). */
@@ -479,6 +489,7 @@ export class Tree {
       row.append(el("span", { class: "mark", title: change.kind }, change.kind[0].toUpperCase()));
     }
     if (this.recent.has(r.path)) row.classList.add("recent");
+    if (r.path === this.active) row.classList.add("active-file");
     if (r.path === this.selected) {
       row.classList.add("selected");
       row.setAttribute("aria-selected", "true");

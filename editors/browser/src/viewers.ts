@@ -156,12 +156,13 @@ export function csvTable(path: string, text: string): HTMLElement {
 
 const maxChildren = 500;
 
-/** A JSON value as a tree: objects and arrays fold (the first two levels open); long ones show their first 500 entries. */
+/** A JSON value as a tree: objects and arrays fold (the first two levels open); long ones show their first 500 entries, built when opened. */
 export function jsonTree(value: unknown): HTMLElement {
-  return el("div", { class: "json-tree" }, jsonNode(undefined, value, 0));
+  return el("div", { class: "json-tree" }, jsonNode(undefined, value, 0, 1));
 }
 
-function jsonNode(key: string | undefined, value: unknown, depth: number): HTMLElement {
+/** A node; it starts open at the first level, and at the second when its parent has few entries (a long array of objects starts folded). */
+function jsonNode(key: string | undefined, value: unknown, depth: number, siblings: number): HTMLElement {
   const label = key === undefined ? [] : [el("span", { class: "json-key" }, key), ": "];
   if (value === null || typeof value !== "object") {
     const kind = value === null ? "null" : typeof value;
@@ -177,12 +178,12 @@ function jsonNode(key: string | undefined, value: unknown, depth: number): HTMLE
   const fill = () => {
     if (filled) return;
     filled = true;
-    for (const [k, v] of entries.slice(0, maxChildren)) body.append(jsonNode(k, v, depth + 1));
+    for (const [k, v] of entries.slice(0, maxChildren)) body.append(jsonNode(k, v, depth + 1, entries.length));
     if (entries.length > maxChildren) body.append(el("div", { class: "json-more" }, `… ${entries.length - maxChildren} more`));
   };
   // Children are built when first opened, so a large file shows at once.
   details.addEventListener("toggle", () => details.open && fill());
-  if (depth < 2) {
+  if (depth === 0 || (depth === 1 && siblings <= 50)) {
     fill();
     details.open = true;
   }

@@ -232,6 +232,8 @@ test("keys: arrows move, Right expands, Left folds, Enter opens", async () => {
   await page.locator('.tab[data-tab="file:src/app.py"].active').waitFor();
   await activeDoc().locator(".cm-lineNumbers").waitFor();
   assert.equal(await editorText(), "def main():\n    print('app')\n");
+  // The row of the file in front is marked.
+  await row("src/app.py").and(page.locator(".active-file")).waitFor();
 });
 
 test("edit a file in CodeMirror, Ctrl+S: a modified change with its diff; the tab's dot; changed on disk", async () => {
