@@ -69,6 +69,8 @@ interface Row {
   path: string;
   name: string;
   type: FileEntry["type"];
+  /** A symlink (to a folder when type is "dir"). */
+  link?: boolean;
   size: number;
   deleted: boolean;
   dim?: Dim;
@@ -100,6 +102,8 @@ export class Tree {
   private recent = new Set<string>();
   private excludeRules: IgnoreRule[] = [];
   private selected?: string;
+  /** Symlinks found to point to a directory (on their first click): shown and expanded as folders. */
+  private linkDirs = new Set<string>();
   /** The file whose tab is in front. */
   private active?: string;
   private watchId?: string;
@@ -287,6 +291,7 @@ export class Tree {
   /** Forgets a directory's listing and those below it (deleted, renamed). */
   private forget(dir: string) {
     for (const d of [...this.dirs.keys()]) if (d === dir || d.startsWith(dir + "/")) this.dirs.delete(d);
+    for (const l of [...this.linkDirs]) if (l === dir || l.startsWith(dir + "/")) this.linkDirs.delete(l);
     this.rowCache.clear();
   }
 
@@ -400,7 +405,7 @@ export class Tree {
     const cached = this.rowCache.get(dirPath);
     if (cached) return cached;
     const rules = this.rulesFor(dirPath);
-    const rows: Row[] = dir.entries.map((e) => ({ path: e.path, name: nameOf(e.path), type: e.type, size: e.size, deleted: false, dim: this.dimOf(e, dir, rules, parentDim) }));
+    const rows: Row[] = dir.entries.map((e) => ({ path: e.path, name: nameOf(e.path), type: this.linkDirs.has(e.path) ? "dir" : e.type, link: e.type === "symlink", size: e.size, deleted: false, dim: this.dimOf(e, dir, rules, parentDim) }));
     const present = new Set(dir.entries.map((e) => e.path));
     for (const c of this.changes.values()) {
       if (c.kind === "deleted" && parentOf(c.path) === dirPath && !present.has(c.path)) rows.push({ path: c.path, name: nameOf(c.path), type: "file", size: 0, deleted: true });
@@ -466,10 +471,11 @@ export class Tree {
       "div",
       { class: `tree-item ${r.type}`, role: "treeitem", "aria-level": String(depth + 1), title: r.dim ? `${r.path} — ${r.dim.why}` : r.path, draggable: String(!r.deleted) },
       el("span", { class: "twisty" }),
-      el("span", { class: "name" }, r.name + (r.type === "symlink" ? " →" : "")),
+      el("span", { class: "name" }, r.name + (r.link ? " →" : "")),
     );
     row.dataset.path = r.path;
     row.dataset.type = r.type;
+    if (r.link) row.dataset.link = "true";
     row.style.paddingLeft = `${4 + depth * 14}px`;
     if (isDir) {
       row.setAttribute("aria-expanded", String(open));
@@ -565,8 +571,23 @@ export class Tree {
     const path = row.dataset.path!;
     this.focusRow(path);
     if (row.dataset.type === "dir") void this.toggle(path);
+    else if (row.dataset.type === "symlink") void this.openLink(path);
     else if (!row.classList.contains("deleted")) void this.wb.openPath(path);
     else void this.wb.changes?.openChange?.(path);
+  }
+
+  /** A symlink's first click: a folder (fs/list follows it inside the workspace) expands, anything else opens. */
+  private async openLink(path: string) {
+    await this.load(path);
+    if (this.dirs.get(path)?.error) {
+      this.forget(path);
+      await this.wb.openPath(path);
+      return;
+    }
+    this.linkDirs.add(path);
+    this.rowCache.clear();
+    await this.toggle(path, true);
+    this.focusRow(path);
   }
 
   private onKey(e: KeyboardEvent) {
@@ -600,6 +621,7 @@ export class Tree {
         break;
       case "Enter":
         if (isDir) void this.toggle(path).then(() => this.focusRow(path));
+        else if (row.dataset.type === "symlink") void this.openLink(path);
         else if (!row.classList.contains("deleted")) void this.wb.openPath(path);
         break;
       case "F2":
@@ -858,7 +880,8 @@ export class Tree {
 
   async remove(path: string) {
     const row = this.rowOf(path);
-    const isDir = row?.dataset.type === "dir";
+    // A symlink is removed itself, never what it points to.
+    const isDir = row?.dataset.type === "dir" && !row.dataset.link;
     const listed = this.dirs.get(path)?.entries.length;
     const what = isDir ? `the folder ${path} and everything in it${listed ? ` (${listed} entr${listed === 1 ? "y" : "ies"} at its top)` : ""}` : path;
     if (!(await this.wb.confirm(`Delete ${what}? It shows as a deletion in Changes until you commit it (discard brings it back).`, "Delete"))) return;

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -93,6 +93,9 @@ before(async () => {
       // Over the editor's 2 MiB: a log gets a pane, a CSV its table without the editor.
       writeFileSync(join(dir, "big.txt"), "x".repeat(3 << 20));
       writeFileSync(join(dir, "big.csv"), "n,square\n" + Array.from({ length: 300_000 }, (_, i) => `${i},${i * i}`).join("\n") + "\n");
+      // Symlinks inside the project: to a folder (it expands) and to a file (it opens).
+      symlinkSync("src/util", join(dir, "linked"));
+      symlinkSync("src/util/helpers.py", join(dir, "link.py"));
       const git = (...a) => execFileSync("git", ["-C", dir, ...a], { env: gitEnv });
       git("init", "-q", "-b", "main");
       git("add", "README.md", "notes.txt", "src", "data.csv", "config.json", ".gitignore");
@@ -155,7 +158,7 @@ test("the tree: the user's files first, heavy and ignored folders folded, dimmed
   const rows = await rootRows();
   assert.ok(!rows.includes(".git"), `.git is not shown: ${rows}`);
   // Folders, then files, of the user's; then what is ignored or heavy, folders first.
-  assert.deepEqual(rows, ["src", ".gitignore", "big.csv", "big.txt", "blob.bin", "broken.json", "config.json", "data.csv", "keep.log", "logo.png", "notes.txt", "pic.svg", "README.md", ".venv", "build", "env", "node_modules", "secret", "app.log"]);
+  assert.deepEqual(rows, ["src", ".gitignore", "big.csv", "big.txt", "blob.bin", "broken.json", "config.json", "data.csv", "keep.log", "link.py", "linked", "logo.png", "notes.txt", "pic.svg", "README.md", ".venv", "build", "env", "node_modules", "secret", "app.log"]);
   for (const [path, badge] of [[".venv", "venv"], ["env", "venv"], ["node_modules", "deps"], ["build", "ignored"], ["secret", "ignored"], ["app.log", "ignored"]]) {
     const r = row(path);
     assert.ok(await r.evaluate((e) => e.classList.contains("dimmed")), `${path} dimmed`);
@@ -234,6 +237,20 @@ test("keys: arrows move, Right expands, Left folds, Enter opens", async () => {
   assert.equal(await editorText(), "def main():\n    print('app')\n");
   // The row of the file in front is marked.
   await row("src/app.py").and(page.locator(".active-file")).waitFor();
+});
+
+test("symlinks: one to a folder expands, one to a file opens", async () => {
+  assert.match(await row("linked").innerText(), /linked →/);
+  await row("linked").click();
+  await row("linked/helpers.py").waitFor();
+  assert.equal(await row("linked").getAttribute("aria-expanded"), "true");
+  await row("linked").click();
+  await row("linked/helpers.py").waitFor({ state: "detached" });
+  await row("link.py").click();
+  await page.locator('.tab[data-tab="file:link.py"].active').waitFor();
+  await waitFor(async () => (await editorText()) === "X = 1\n", { what: "the linked file's text" });
+  await page.locator('.tab[data-tab="file:link.py"] .tab-close').click();
+  await page.locator('.tab[data-tab="file:src/app.py"]').click();
 });
 
 test("edit a file in CodeMirror, Ctrl+S: a modified change with its diff; the tab's dot; changed on disk", async () => {
