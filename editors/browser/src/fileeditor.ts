@@ -53,7 +53,8 @@ class FileDoc {
     this.bar = el("div", { class: "file-bar", role: "alert", hidden: "" });
     this.info = el("span", { class: "file-info" });
     this.toggles = el("span", { class: "file-toggles" });
-    this.pathLabel = el("span", { class: "file-path" }, path);
+    this.pathLabel = el("button", { class: "file-path", title: "show it in the tree" }, path);
+    this.pathLabel.onclick = () => void this.owner.reveal(this.path);
     this.saveButton = el("button", { class: "file-save", title: "save (Ctrl+S)", disabled: "" }, "Save") as HTMLButtonElement;
     this.saveButton.onclick = () => void this.save();
     this.content = el("div", { class: "file-content" });
@@ -429,6 +430,11 @@ export class FileEditors implements Opener {
     this.saveOpen();
     await doc.load();
     doc.focus();
+  }
+
+  /** Shows a path's row in the tree (its folders expanded). */
+  async reveal(path: string) {
+    await this.tree.reveal(path);
   }
 
   /** Closes a document without asking (its file is gone). */

@@ -246,6 +246,11 @@ test("symlinks: one to a folder expands, one to a file opens", async () => {
   assert.equal(await row("linked").getAttribute("aria-expanded"), "true");
   await row("linked").click();
   await row("linked/helpers.py").waitFor({ state: "detached" });
+  // The path in a file's toolbar shows it in the tree, its folders expanded.
+  await row("src").click(); // folds
+  await row("src/app.py").waitFor({ state: "detached" });
+  await activeDoc().locator("button.file-path").click();
+  await row("src/app.py").and(page.locator(".selected")).waitFor();
   await row("link.py").click();
   await page.locator('.tab[data-tab="file:link.py"].active').waitFor();
   await waitFor(async () => (await editorText()) === "X = 1\n", { what: "the linked file's text" });
