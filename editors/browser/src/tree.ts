@@ -454,7 +454,6 @@ export class Tree {
     for (const r of this.rows()) r.tabIndex = r.dataset.path === sel ? 0 : -1;
     if (this.rows().length) this.element.tabIndex = -1;
     if (hadFocus && sel) this.focusRow(sel);
-    this.element.dataset.rendered = String(Date.now());
   }
 
   private note(depth: number, text: string, cls: string): HTMLElement {
