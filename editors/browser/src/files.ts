@@ -1,22 +1,26 @@
-// The workspace's file tree (fs/list, kept live by fs/watch's fs/didChange)
-// with changed files marked, and the changes panel: workspace/changes (a
-// rename as "old → new", ignored paths hidden until shown), diff, commit,
-// discard; the hand-off (export to a git branch, a patch, fork); the
-// activity (workspace/executions: what each recent execution, of any client,
-// changed, with undo); the checkpoints, automatic ones marked.
-import { ErrorCodes, Methods, RPCError, type Change, type CellboxClient, type Checkpoint, type ExecutionRecord, type FileEntry, type FsDidChangeParams, type WorkspaceInfo } from "../client/client";
-import { el } from "./dom";
+// The changes panel: workspace/changes (a rename as "old → new", ignored
+// paths hidden until shown), diff (in a tab of the main area), commit and
+// discard (each asked first, saying how many files); the hand-off (export
+// to a git branch, a patch, fork); the activity (workspace/executions: what
+// each recent execution, of any client, changed, with undo); the
+// checkpoints, automatic ones marked. The project tree (tree.ts) gets the
+// changes' marks from here, and this refreshes on its fs/didChange.
+import { ErrorCodes, Methods, RPCError, type Change, type Checkpoint, type ExecutionRecord, type WorkspaceInfo } from "../client/client";
 import { executionTitle, fileLabel, ignoredNote, lastChangers, listChanges, summarize, undoQuestion } from "./activity";
+import { askText } from "./dialog";
+import { el } from "./dom";
+import type { Tree } from "./tree";
+import type { Workbench } from "./workbench";
 
 /** An execution to undo: a record of workspace/executions, or what a run's result says of it. */
 export type UndoTarget = Pick<ExecutionRecord, "executionId" | "executionCount" | "checkpoint"> & { language?: string };
 
 const short = (id: string) => id.slice(0, 10);
 
-const maxEntries = 5000;
+/** "1 file", "3 files". */
+export const nFiles = (n: number) => `${n} file${n === 1 ? "" : "s"}`;
 
 export class Files {
-  private entries: FileEntry[] = [];
   private changes = new Map<string, Change>();
   /** Paths of `changes` that the project ignores (listed only when showIgnored). */
   private ignoredPaths = new Set<string>();
@@ -27,28 +31,24 @@ export class Files {
   executions: ExecutionRecord[] = [];
   checkpoints: Checkpoint[] = [];
   private lastFsChange = 0;
-  private recent = new Set<string>();
-  private watchId?: string;
-  private collapsed = new Set<string>();
   private timer?: ReturnType<typeof setTimeout>;
-  private tree: HTMLElement;
   private changesList: HTMLElement;
   private ignoredLine: HTMLElement;
   private message: HTMLElement;
   private activityList: HTMLElement;
   private checkpointList: HTMLElement;
+  private client: Workbench["client"];
+  private workspaceId: string;
 
   constructor(
-    private client: CellboxClient,
-    private workspaceId: string,
-    treeRoot: HTMLElement,
+    private wb: Workbench,
     changesRoot: HTMLElement,
-    private view: (title: string, body: HTMLElement) => void,
+    private tree: Tree,
     /** The kernels of this page (its executions are "this notebook", others "another client"). */
-    private ownKernel: (kernelId: string) => boolean = () => false,
+    private ownKernel: (kernelId: string) => boolean = (id) => wb.kernels.get(id) !== undefined,
   ) {
-    this.tree = el("div", { class: "tree", role: "tree" });
-    treeRoot.append(this.tree);
+    this.client = wb.client;
+    this.workspaceId = wb.workspaceId;
     const btn = (label: string, cls: string, fn: () => void) => {
       const b = el("button", { class: cls }, label);
       b.onclick = fn;
@@ -76,45 +76,33 @@ export class Files {
       el("div", { class: "panel-title checkpoints-title" }, el("span", {}, "Checkpoints"), el("span", { class: "spacer" }), btn("+ Checkpoint", "checkpoint", () => void this.checkpoint())),
       this.checkpointList,
     );
-    client.on(Methods.FsDidChange, (p: FsDidChangeParams) => {
-      if (p.watchId !== this.watchId) return;
-      for (const c of p.changes) this.recent.add(c.path);
+    tree.onFsChange(() => {
       this.lastFsChange = Date.now();
       this.schedule();
     });
   }
 
   async start() {
-    const w = await this.client.request(Methods.FsWatch, { workspaceId: this.workspaceId });
-    this.watchId = w.watchId;
     await this.refresh();
   }
 
-  /** rewatch after a reconnect: watches belong to the connection. */
-  async rewatch() {
-    this.watchId = undefined;
-    await this.start();
-  }
-
-  /** Refreshes soon (fs/didChange bursts, a cell that ran). */
+  /** Refreshes soon (fs/didChange bursts, a cell that ran, a save). */
   schedule(ms = 100) {
     if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.refresh().catch((e) => this.say(`cannot list the workspace: ${e.message}`));
+      this.refresh().catch((e) => this.say(`cannot list the changes: ${e.message}`));
     }, ms);
   }
 
   async refresh() {
     const ws = { workspaceId: this.workspaceId };
-    const [list, ch, all, ex, cps] = await Promise.all([
-      this.client.request(Methods.FsList, { ...ws, recursive: true }),
+    const [ch, all, ex, cps] = await Promise.all([
       this.client.request(Methods.WorkspaceChanges, ws),
       this.showIgnored ? this.client.request(Methods.WorkspaceChanges, { ...ws, ignored: true }) : undefined,
       this.client.request(Methods.WorkspaceExecutions, ws).catch(() => ({ executions: [] as ExecutionRecord[] })),
       this.client.request(Methods.WorkspaceCheckpoints, ws).catch(() => ({ checkpoints: [] as Checkpoint[] })),
     ]);
-    this.entries = list.entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     this.changes = new Map(ch.changes.map((c) => [c.path, c]));
     this.ignored = ch.ignored ?? 0;
     this.ignoredPaths = new Set((all?.changes ?? []).filter((c) => !this.changes.has(c.path)).map((c) => c.path));
@@ -122,7 +110,7 @@ export class Files {
     // A record may hold only a checkpoint (a run that changed nothing): not worth listing.
     this.executions = (ex.executions ?? []).filter((r) => r.filesChanged?.length || r.more);
     this.checkpoints = cps.checkpoints ?? [];
-    this.renderTree();
+    this.tree.setChanges(this.changes);
     this.renderChanges();
     this.renderActivity();
     this.renderCheckpoints();
@@ -130,44 +118,6 @@ export class Files {
     // record names yet (an agent's run still going) is asked about again.
     const by = lastChangers(this.executions);
     if (Date.now() - this.lastFsChange < 60_000 && [...this.changes.keys()].some((p) => !by.has(p) && !this.ignoredPaths.has(p))) this.schedule(2000);
-  }
-
-  private renderTree() {
-    const frag = document.createDocumentFragment();
-    const deleted = [...this.changes.values()].filter((c) => c.kind === "deleted").map((c) => ({ path: c.path, type: "file", deleted: true }));
-    const all = [...this.entries.map((e) => ({ path: e.path, type: e.type, deleted: false })), ...deleted].sort((a, b) => (a.path < b.path ? -1 : 1));
-    let shown = 0;
-    for (const e of all) {
-      const parts = e.path.split("/");
-      if (parts.some((_, i) => i < parts.length - 1 && this.collapsed.has(parts.slice(0, i + 1).join("/")))) continue;
-      if (++shown > maxEntries) {
-        frag.append(el("div", { class: "tree-more" }, `… ${all.length - maxEntries} more`));
-        break;
-      }
-      const change = this.changes.get(e.path);
-      const name = parts[parts.length - 1] + (e.type === "dir" ? "/" : "");
-      const row = el("div", { class: `tree-item ${e.type}`, role: "treeitem", title: e.path }, el("span", { class: "name" }, name));
-      row.style.paddingLeft = `${6 + (parts.length - 1) * 14}px`;
-      row.dataset.path = e.path;
-      if (change) {
-        row.classList.add("changed", change.kind);
-        row.append(el("span", { class: "mark", title: change.kind }, change.kind[0].toUpperCase()));
-      }
-      if (this.recent.has(e.path)) row.classList.add("recent");
-      if (e.type === "dir") {
-        if (this.collapsed.has(e.path)) row.classList.add("collapsed");
-        row.onclick = () => {
-          if (this.collapsed.has(e.path)) this.collapsed.delete(e.path);
-          else this.collapsed.add(e.path);
-          this.renderTree();
-        };
-      } else if (!e.deleted) {
-        row.onclick = () => void this.open(e.path);
-      }
-      frag.append(row);
-    }
-    if (!all.length) frag.append(el("div", { class: "empty" }, "(empty workspace)"));
-    this.tree.replaceChildren(frag);
   }
 
   private renderChanges() {
@@ -224,7 +174,7 @@ export class Files {
     if (!this.changes.has(path)) await this.refresh().catch(() => {});
     const l = listChanges([...this.changes.values()]).find((x) => x.paths.includes(path));
     if (l) return this.diff(l.paths);
-    return this.open(path);
+    return this.wb.openPath(path);
   }
 
   /** The activity: workspace/executions newest first, each with its files (links) and undo. */
@@ -262,14 +212,14 @@ export class Files {
 
   /** Restores the workspace to before an execution, after asking; says what is not rolled back. */
   async undo(t: UndoTarget): Promise<boolean> {
-    if (!t.checkpoint || !confirm(undoQuestion(t))) return false;
+    if (!t.checkpoint || !(await this.wb.confirm(undoQuestion(t), "Undo"))) return false;
     try {
       await this.client.request(Methods.WorkspaceRestore, { workspaceId: this.workspaceId, checkpointId: t.checkpoint });
       this.say(`the files are as before ${executionTitle(t)}; the kernel's variables were not rolled back (restart it for a clean state)`);
     } catch (e) {
       this.say(`undo failed: ${(e as Error).message}`);
     }
-    await this.refresh();
+    await Promise.all([this.refresh(), this.tree.resync()]);
     return true;
   }
 
@@ -301,31 +251,45 @@ export class Files {
   }
 
   async checkpoint() {
-    const name = prompt("Checkpoint name", `checkpoint ${new Date().toLocaleTimeString()}`);
-    if (name === null) return;
+    const name = await askText("Checkpoint name", `checkpoint ${new Date().toLocaleTimeString()}`, { action: "Take checkpoint" });
+    if (name === undefined) return;
     try {
       const c = await this.client.request(Methods.WorkspaceCheckpoint, { workspaceId: this.workspaceId, name: name || undefined });
-      this.say(`checkpoint ${c.name} (${c.files} files)`);
+      this.say(`checkpoint ${c.name} (${nFiles(c.files)})`);
     } catch (e) {
       this.say(`checkpoint failed: ${(e as Error).message}`);
     }
     await this.refresh();
   }
 
+  /** The changed paths a commit or discard without paths acts on (ignored ones are left out). */
+  private pending(): string[] {
+    return [...this.changes.keys()].filter((p) => !this.ignoredPaths.has(p));
+  }
+
   async restore(c: Checkpoint) {
-    if (!confirm(`Restore the workspace's files to checkpoint ${c.name || c.checkpointId}? (The state before is kept as checkpoint 'before-restore'; the kernel's variables are not rolled back.)`)) return;
+    await this.refresh().catch(() => {});
+    const now = this.pending().length;
+    const when = new Date(c.createdAt);
+    const question =
+      `Restore the workspace's files to checkpoint ${c.name || c.checkpointId}${isNaN(when.getTime()) ? "" : ` (taken at ${when.toLocaleTimeString()})`}, ${nFiles(c.files)} changed from the project? ` +
+      `What is changed now (${nFiles(now)}) is replaced; the state before is kept as checkpoint 'before-restore'. The kernels' variables are not rolled back.`;
+    if (!(await this.wb.confirm(question, "Restore"))) return;
     try {
       await this.client.request(Methods.WorkspaceRestore, { workspaceId: this.workspaceId, checkpointId: c.checkpointId });
       this.say(`restored ${c.name || c.checkpointId}`);
     } catch (e) {
       this.say(`restore failed: ${(e as Error).message}`);
     }
-    await this.refresh();
+    await Promise.all([this.refresh(), this.tree.resync()]);
   }
 
   /** Export to branch…: a commit of the changes on a branch of the project's repository. */
   async exportGit() {
-    const branch = prompt("Branch to write the workspace's changes to (the working tree and the current branch are not touched)", `cellbox/changes-${new Date().toISOString().slice(0, 10)}`);
+    const branch = await askText("Branch to write the workspace's changes to (the working tree and the current branch are not touched)", `cellbox/changes-${new Date().toISOString().slice(0, 10)}`, {
+      action: "Export",
+      check: (v) => (v ? undefined : "a branch name, please"),
+    });
     if (!branch) return;
     const params = { workspaceId: this.workspaceId, branch };
     try {
@@ -333,7 +297,7 @@ export class Files {
       try {
         r = await this.client.request(Methods.WorkspaceExportGit, params);
       } catch (e) {
-        if (!(e instanceof RPCError && e.code === ErrorCodes.Conflict) || !confirm(`Branch ${branch} exists and points elsewhere (${e.data?.detail ?? e.message}). Overwrite it?`)) throw e;
+        if (!(e instanceof RPCError && e.code === ErrorCodes.Conflict) || !(await this.wb.confirm(`Branch ${branch} exists and points elsewhere (${e.data?.detail ?? e.message}). Overwrite it?`, "Overwrite"))) throw e;
         r = await this.client.request(Methods.WorkspaceExportGit, { ...params, force: true });
       }
       const base = r.baseline ? `, on top of ${short(r.baseline)} (a commit of the project's uncommitted work)` : "";
@@ -362,8 +326,8 @@ export class Files {
 
   /** Fork: a new workspace with a copy of the changes; a link opens it in a new tab. */
   async fork(): Promise<WorkspaceInfo | undefined> {
-    const name = prompt("Name of the new workspace (empty: cellbox picks one)", "");
-    if (name === null) return undefined;
+    const name = await askText("Name of the new workspace (empty: cellbox picks one)", "", { action: "Fork" });
+    if (name === undefined) return undefined;
     try {
       const w = await this.client.request(Methods.WorkspaceFork, { workspaceId: this.workspaceId, name: name || undefined });
       const link = el("a", { class: "fork-link", href: forkURL(w.workspaceId), target: "_blank", rel: "noopener" }, "open it");
@@ -379,33 +343,36 @@ export class Files {
     this.message.textContent = s;
   }
 
-  async open(path: string) {
+  /** The diff of paths (all changes without), in a tab of the main area; opened again, it is brought up to date. */
+  async diff(paths?: string[]) {
+    const title = paths?.length ? (paths.length === 1 ? paths[0] : paths.join(" → ")) : "all changes";
     try {
-      const r = await this.client.request(Methods.FsRead, { workspaceId: this.workspaceId, path });
-      const body = el("pre", { class: "file-view" }, r.encoding === "base64" ? `(binary, ${r.size} bytes)` : r.content);
-      this.view(path, body);
+      const r = await this.client.request(Methods.WorkspaceDiff, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
+      const body = diffView(r.files, (p) => void this.wb.openPath(p));
+      const id = `diff:${paths?.join("\n") ?? "*"}`;
+      const tab = this.wb.docs.get(id);
+      if (tab) {
+        tab.body.replaceChildren(body);
+        this.wb.docs.activate(id);
+      } else {
+        this.wb.docs.open({ id, title: `Δ ${paths?.length ? (paths.at(-1)!.split("/").pop() ?? title) : "changes"}`, tooltip: `diff: ${title}`, body: el("div", { class: "viewer diff-view" }, body) });
+      }
     } catch (e) {
-      this.say(`${path}: ${(e as Error).message}`);
+      this.say(`diff failed: ${(e as Error).message}`);
     }
   }
 
-  async diff(paths?: string[]) {
-    const r = await this.client.request(Methods.WorkspaceDiff, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
-    const body = el("div", { class: "diff" });
-    for (const f of r.files) {
-      const pre = el("pre", { class: "diff-file" });
-      if (f.binary) pre.append(`${f.kind} ${f.path} (binary)`);
-      for (const line of (f.diff ?? "").split("\n")) {
-        const cls = line.startsWith("+++") || line.startsWith("---") ? "hdr" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
-        pre.append(el("span", { class: `line ${cls}` }, line + "\n"));
-      }
-      body.append(el("div", { class: "diff-path" }, `${f.kind}: ${f.path}`), pre);
-    }
-    if (!r.files.length) body.append("no changes");
-    this.view(paths?.length === 1 ? `diff ${paths[0]}` : "diff", body);
+  /** "src/a.py" for one path, "3 files (a, b, c)" for a few, "12 files" for many. */
+  private describe(paths: string[]): string {
+    if (paths.length === 1) return paths[0];
+    return paths.length <= 4 ? `${nFiles(paths.length)} (${paths.join(", ")})` : nFiles(paths.length);
   }
 
   async commit(paths?: string[]) {
+    await this.refresh().catch(() => {});
+    const sel = paths ?? this.pending();
+    if (!sel.length) return this.say("no changes to commit");
+    if (!(await this.wb.confirm(`Commit ${this.describe(sel)} to the project in ${this.wb.root}? This writes to your files on disk.`, `Commit ${nFiles(sel.length)}`))) return;
     try {
       const r = await this.client.request(Methods.WorkspaceCommit, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
       const conflicts = r.conflicts.map((c) => `${c.path} (${c.reason})`);
@@ -417,15 +384,41 @@ export class Files {
   }
 
   async discard(paths?: string[]) {
-    if (!paths && !confirm("Discard every change of the workspace?")) return;
+    await this.refresh().catch(() => {});
+    const sel = paths ?? this.pending();
+    if (!sel.length) return this.say("no changes to discard");
+    if (!(await this.wb.confirm(`Discard the changes of ${this.describe(sel)}? The sandbox's versions are lost, and the project's are back.`, `Discard ${nFiles(sel.length)}`))) return;
     try {
       const r = await this.client.request(Methods.WorkspaceDiscard, paths ? { workspaceId: this.workspaceId, paths } : { workspaceId: this.workspaceId });
       this.say(`discarded ${r.discarded.length} file(s)`);
     } catch (e) {
       this.say(`discard failed: ${(e as Error).message}`);
     }
-    await this.refresh();
+    await Promise.all([this.refresh(), this.tree.resync()]);
   }
+}
+
+/** A coloured unified diff of workspace/diff's files. */
+export function diffView(files: { path: string; kind: string; diff?: string; binary?: boolean }[], open?: (path: string) => void): HTMLElement {
+  const body = el("div", { class: "diff viewer-body" });
+  for (const f of files) {
+    const pre = el("pre", { class: "diff-file" });
+    if (f.binary) pre.append(`${f.kind} ${f.path} (binary)`);
+    for (const line of (f.diff ?? "").split("\n")) {
+      const cls = line.startsWith("+++") || line.startsWith("---") ? "hdr" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "";
+      pre.append(el("span", { class: `line ${cls}` }, line + "\n"));
+    }
+    const head = el("div", { class: `diff-path ${f.kind}` }, `${f.kind}: ${f.path}`);
+    head.dataset.path = f.path;
+    if (open && f.kind !== "deleted") {
+      const b = el("button", { class: "diff-open", title: `open ${f.path}` }, "open");
+      b.onclick = () => open(f.path);
+      head.append(" ", b);
+    }
+    body.append(head, pre);
+  }
+  if (!files.length) body.append(el("div", { class: "empty" }, "no changes"));
+  return body;
 }
 
 /** The page of another workspace (a fork), with the token, for a new tab: #workspace=ID. */

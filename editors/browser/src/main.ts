@@ -9,6 +9,7 @@ import "@xterm/xterm/css/xterm.css";
 import "./style.css";
 import { CellboxClient, Methods, tokenFromPage, type KernelInputRequestParams } from "../client/client";
 import { el } from "./dom";
+import { FileEditors } from "./fileeditor";
 import { Files } from "./files";
 import { splitter } from "./layout";
 import { InstallPanel, NetworkPanel } from "./network";
@@ -17,6 +18,7 @@ import { Session } from "./session";
 import { Tabs } from "./tabs";
 import { KernelsPanel } from "./kernels";
 import { Terminals } from "./terminal";
+import { Tree } from "./tree";
 import { VariablesPanel } from "./variables";
 import { KernelRegistry, type Opener, type Workbench } from "./workbench";
 
@@ -125,11 +127,12 @@ async function main() {
     confirm: confirmDialog,
   };
 
-  const show = (title: string, body: HTMLElement) => {
-    docs.open({ id: `view:${title}`, title: title.split("/").pop() || title, tooltip: title, body: el("div", { class: "viewer" }, body) });
-  };
   const current: { nb?: Notebook } = {};
-  const fileView = new Files(client, ws.workspaceId, files, changes, show, (kernelId) => kernelId === current.nb?.kernelId);
+  // The project tree, the changes panel, and the file editors (the last opener: any path).
+  const tree = new Tree(wb, files);
+  const fileView = new Files(wb, changes, tree, (kernelId) => kernelId === current.nb?.kernelId || wb.kernels.get(kernelId) !== undefined);
+  const editors = new FileEditors(wb, tree);
+  openers.push(editors);
   const network = (parts.network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined)));
   const install = new InstallPanel(client, ws.workspaceId, tools);
   const nbRoot = el("section", { class: "notebook" });
@@ -143,7 +146,7 @@ async function main() {
   const variables = new VariablesPanel(wb);
   const kernels = new KernelsPanel(wb);
   client.onReconnected(async () => {
-    await Promise.all([fileView.rewatch(), nb.resync()]);
+    await Promise.all([tree.rewatch().then(() => fileView.refresh()), nb.resync()]);
   });
   // For tests and for people poking at the page from the console.
   window.cellbox = {
@@ -151,6 +154,8 @@ async function main() {
     workbench: wb,
     notebook: nb,
     files: fileView,
+    tree,
+    editors,
     /** The terminal in front. */
     get terminal() {
       return terminals.current;
@@ -162,7 +167,7 @@ async function main() {
     network,
     install,
   };
-  await Promise.all([fileView.start(), terminals.restore().catch(() => {}), nb.ensureKernel().catch(() => {})]);
+  await Promise.all([tree.start().then(() => fileView.start()), terminals.restore().catch(() => {}), nb.ensureKernel().catch(() => {}), editors.restore()]);
   document.body.dataset.ready = "true";
 }
 

@@ -21,6 +21,8 @@ export interface ChangesView {
   undo(t: Pick<ExecutionRecord, "executionId" | "executionCount" | "checkpoint"> & { language?: string }): Promise<boolean>;
   /** Refreshes the changes soon (after a run or a save). */
   schedule(ms?: number): void;
+  /** Opens the diff of a changed path (both paths of a rename), else the file. */
+  openChange?(path: string): Promise<void>;
 }
 
 /** Opens a workspace path in the main area: a notebook, a file editor or a viewer. */

@@ -152,14 +152,18 @@ test("a file written by a cell shows in the tree and changes; diff, commit puts 
   await change.waitFor();
   assert.ok(!existsSync(target), "overlay: the project is untouched before commit");
   await change.locator("button.diff").click();
-  await waitFor(async () => (await page.locator(".viewer-body").innerText()).includes("+written in the sandbox"), { what: "diff" });
+  await waitFor(async () => (await page.locator(".docs .tab-pane:not([hidden]) .diff").innerText()).includes("+written in the sandbox"), { what: "diff" });
   await shot("4-changes-diff");
   await change.locator("button.commit").click();
+  // Commit asks first, naming what it writes.
+  const ask = page.locator("dialog.confirm[open]");
+  assert.match(await ask.locator("p").innerText(), /^Commit made_by_cell\.txt to the project/);
+  await ask.locator("button.confirm-ok").click();
   await waitFor(() => existsSync(target), { what: "committed file on disk" });
   assert.equal(readFileSync(target, "utf8"), "written in the sandbox\n");
   await waitFor(async () => (await page.locator('.change[data-path="made_by_cell.txt"]').count()) === 0, { what: "change gone after commit" });
   assert.match(await page.locator(".changes-message").innerText(), /committed 1 file/);
-  await page.click(".viewer-close");
+  await page.click(".docs .tab.active .tab-close");
   await shot("5-committed");
 });
 
@@ -436,8 +440,15 @@ test("a cell's changed files under its output; activity with another client's ru
     await page.goto(d2.url);
     await page.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
     await waitFor(async () => /^python: idle/.test(await page.locator(".kernel-status").innerText()), { what: "python kernel" });
+    // The page asks in its own dialogs (wb.confirm, and a text field for names).
     const dialogs = [];
-    const answer = (value) => page.once("dialog", (dl) => (dialogs.push(dl.message()), dl.accept(value)));
+    const answer = async (value) => {
+      const dl = page.locator("dialog.confirm[open]");
+      await dl.waitFor();
+      dialogs.push(await dl.locator("p").innerText());
+      if (value !== undefined) await dl.locator("input.ask-input").fill(value);
+      await dl.locator("button.confirm-ok").click();
+    };
 
     // The line under the cell's output: the files it wrote and deleted, and undo.
     const cell = await runCell("open('agent_demo.txt', 'w').write('hi\\n')\nimport os\nos.remove('README.txt')");
@@ -447,9 +458,9 @@ test("a cell's changed files under its output; activity with another client's ru
     assert.equal(await line.locator("a.file-link.added").innerText(), "agent_demo.txt (new)");
     assert.equal(await line.locator("a.file-link.deleted").innerText(), "README.txt");
     await line.locator("a.file-link.added").click();
-    await waitFor(async () => (await page.locator(".viewer-body").innerText()).includes("+hi"), { what: "the diff of the file the cell wrote" });
-    assert.match(await page.locator(".viewer-title").textContent(), /agent_demo\.txt/);
-    await page.click(".viewer-close");
+    await waitFor(async () => (await page.locator(".docs .tab-pane:not([hidden]) .diff").innerText()).includes("+hi"), { what: "the diff of the file the cell wrote" });
+    assert.match(await page.locator(".docs .tab.active").getAttribute("title"), /agent_demo\.txt/);
+    await page.click(".docs .tab.active .tab-close");
 
     // The activity: this run, then another client's run in the same workspace (as `cellbox mcp`
     // runs an agent's code) shows up without a reload, marked as such.
@@ -474,8 +485,8 @@ test("a cell's changed files under its output; activity with another client's ru
     await shot("12-files-changed-activity");
 
     // Undo the cell: asked first (the kernel's memory is not rolled back); the files are back.
-    answer();
     await line.locator("button.undo").click();
+    await answer();
     await waitFor(async () => (await page.locator('.change[data-path="agent_demo.txt"]').count()) === 0 && (await page.locator('.change[data-path="from_agent.txt"]').count()) === 0, { what: "undone" });
     assert.match(dialogs.at(-1), /before execution \d+ \(python\)\?[\s\S]*not rolled back/);
     assert.match(await page.locator(".changes-message").innerText(), /not rolled back/);
@@ -508,8 +519,8 @@ test("a cell's changed files under its output; activity with another client's ru
     git("apply", "--check", patchFile);
 
     // Fork: a new workspace with the changes, opened by its link in a new tab.
-    answer("try-b");
     await page.click("button.fork");
+    await answer("try-b");
     const link = page.locator(".changes-message a.fork-link");
     await link.waitFor({ timeout: 20_000 });
     const msg = await page.locator(".changes-message").innerText();
