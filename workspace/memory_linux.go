@@ -31,7 +31,7 @@ import (
 // memory object once: memfd files open or mapped, and what /dev/shm holds.
 func memoryUsage(initPid int) int64 {
 	var progs []int
-	for _, sp := range children(initPid) {
+	for _, sp := range sandbox.Children(initPid) {
 		progs = append(progs, descendants(sp)[1:]...)
 	}
 	if len(progs) == 0 {
@@ -125,24 +125,6 @@ func anonPss(dir string) int64 {
 	return anon
 }
 
-// children are the direct children of pid.
-func children(pid int) []int {
-	var out []int
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
-
 // cgroupSlack is what memory.max allows above the programs' memoryBytes:
 // the sandbox's own helpers (its init and spawner) are in its cgroup too,
 // and the tick, not the kernel's OOM killer, should be what stops a
@@ -203,7 +185,7 @@ func cgroupMemory(cg *sandbox.Cgroup, initPid int, limit int64, st *memoryState)
 	if used < 0 {
 		return -1, oom
 	}
-	for _, h := range append([]int{initPid}, children(initPid)...) {
+	for _, h := range append([]int{initPid}, sandbox.Children(initPid)...) {
 		used -= anonPss("/proc/" + strconv.Itoa(h))
 	}
 	return max(used, 0), oom

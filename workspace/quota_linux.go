@@ -375,7 +375,7 @@ func onTmpfs(path string) bool {
 func descendants(pid int) []int {
 	out := []int{pid}
 	for i := 0; i < len(out) && len(out) < 1<<16; i++ {
-		out = append(out, children(out[i])...)
+		out = append(out, sandbox.Children(out[i])...)
 	}
 	return out
 }

@@ -94,17 +94,25 @@ func nsPid(pid int) int {
 func tree(pid int) []int {
 	out := []int{pid}
 	for i := 0; i < len(out) && len(out) < maxTree; i++ {
-		dir := "/proc/" + strconv.Itoa(out[i]) + "/task/"
-		tasks, _ := os.ReadDir(dir)
-		for _, t := range tasks {
-			b, err := os.ReadFile(dir + t.Name() + "/children")
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(b)) {
-				if c, err := strconv.Atoi(f); err == nil {
-					out = append(out, c)
-				}
+		out = append(out, Children(out[i])...)
+	}
+	return out
+}
+
+// Children are the direct children of pid (every thread's
+// /proc/PID/task/TID/children); none when pid is gone.
+func Children(pid int) []int {
+	var out []int
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, _ := os.ReadDir(dir)
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
 			}
 		}
 	}
