@@ -7,12 +7,12 @@
 // between them keep their sizes across reloads.
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
-import { CellboxClient, Methods, tokenFromPage, type KernelInputRequestParams } from "../client/client";
+import { CellboxClient, Methods, tokenFromPage } from "../client/client";
 import { el } from "./dom";
 import { Files } from "./files";
 import { splitter } from "./layout";
 import { InstallPanel, NetworkPanel } from "./network";
-import { Notebook } from "./notebook";
+import { Notebooks } from "./notebook";
 import { Session } from "./session";
 import { Tabs } from "./tabs";
 import { TerminalPanel } from "./terminal";
@@ -90,7 +90,6 @@ async function main() {
   setConn("open");
   client.onState(setConn);
   reconnect.onclick = () => client.drop();
-  client.handle(Methods.KernelInputRequest, (p: KernelInputRequestParams) => ({ value: window.prompt(p.prompt || "input") ?? "" }));
 
   // #workspace=ID (a fork's "open it" link): that workspace; else the one of the project.
   const wanted = new URLSearchParams(location.hash.slice(1)).get("workspace");
@@ -126,26 +125,25 @@ async function main() {
   const show = (title: string, body: HTMLElement) => {
     docs.open({ id: `view:${title}`, title: title.split("/").pop() || title, tooltip: title, body: el("div", { class: "viewer" }, body) });
   };
-  const current: { nb?: Notebook } = {};
-  const fileView = new Files(client, ws.workspaceId, files, changes, show, (kernelId) => kernelId === current.nb?.kernelId);
-  const network = (parts.network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined)));
+  const kernelName = (kernelId: string) => {
+    const k = wb.kernels.get(kernelId);
+    return k ? `the ${k.language} kernel of ${k.title}` : undefined;
+  };
+  const fileView = new Files(client, ws.workspaceId, files, changes, show, (kernelId) => !!wb.kernels.get(kernelId));
+  const network = (parts.network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, kernelName));
   const install = new InstallPanel(client, ws.workspaceId, tools);
-  const nbRoot = el("section", { class: "notebook" });
-  docs.open({ id: "nb:scratch", title: "scratch", body: nbRoot });
-  const nb = new Notebook(client, ws.workspaceId, nbRoot, wb.languages, wb.progress, wb.networkParams);
-  current.nb = nb;
-  nb.files = fileView;
   wb.changes = fileView;
-  nb.add("print('hello from the sandbox')");
+  // Notebooks: .ipynb files in tabs, each with its kernel; kernel/inputRequest goes to the asking cell.
+  const notebooks = new Notebooks(wb);
   const termRoot = el("section", { class: "term-panel" });
   terms.open({ id: "term:1", title: "Terminal", body: termRoot });
   const term = new TerminalPanel(client, ws.workspaceId, termRoot, wb.networkParams);
   client.onReconnected(async () => {
-    await Promise.all([fileView.rewatch(), nb.resync()]);
+    await Promise.all([fileView.rewatch(), notebooks.resync()]);
   });
   // For tests and for people poking at the page from the console.
-  window.cellbox = { client, workbench: wb, notebook: nb, files: fileView, terminal: term, workspace: ws, network, install };
-  await Promise.all([fileView.start(), term.open(), nb.ensureKernel().catch(() => {})]);
+  window.cellbox = { client, workbench: wb, notebooks, files: fileView, terminal: term, workspace: ws, network, install };
+  await Promise.all([fileView.start(), term.open(), notebooks.restore()]);
   document.body.dataset.ready = "true";
 }
 
