@@ -369,7 +369,7 @@ export class Notebook implements CellHost {
     this.kind = el("span", { class: "kernel-kind", hidden: "" }, "Jupyter");
     this.limits = el("span", { class: "kernel-limits", hidden: "" });
     this.interruptButton = btn("■", "interrupt", "Interrupt the kernel (I,I)", () => void this.interrupt());
-    this.restartButton = btn("↻", "restart", "Restart the kernel (0,0)", () => void this.restart());
+    this.restartButton = btn("↻", "restart", "Restart the kernel (0,0)", () => void this.restart(true));
     this.statusEl = el("span", { class: "kernel-status", title: "kernel status" }, "no kernel");
     this.saveState = el("span", { class: "save-state" });
     this.message = el("div", { class: "nb-message", hidden: "" });
@@ -1034,6 +1034,7 @@ export class Notebook implements CellHost {
     if (!c || !n) return;
     c.editor.value = c.source.replace(/\n$/, "") + "\n" + n.source;
     c.clearOutputs();
+    c.endRun(null);
     this.cells.splice(this.selected + 1, 1);
     n.destroy();
     this.markDirty();
