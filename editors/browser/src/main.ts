@@ -12,7 +12,7 @@ import { el } from "./dom";
 import { Files } from "./files";
 import { splitter } from "./layout";
 import { InstallPanel, NetworkPanel } from "./network";
-import { Notebooks } from "./notebook";
+import { Notebooks } from "./notebooks";
 import { Session } from "./session";
 import { Tabs } from "./tabs";
 import { TerminalPanel } from "./terminal";

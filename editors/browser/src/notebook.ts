@@ -1,20 +1,16 @@
-// Notebooks: .ipynb files of the workspace, each in a tab with a kernel of
-// its own (PROTOCOL.md §4, §8), edited as in JupyterLab (command and edit
-// modes, the same keys), saved as nbformat 4.5 with fs/write (so a save
-// shows as a change to review), and kept across reloads: the page
-// remembers the open notebooks, their kernels and unsaved drafts in its
-// session and re-attaches the kernels instead of starting new ones.
-import { ConnectionLostError, Methods, RPCError, type KernelInputRequestParams, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type LanguageInfo, type ProgressParams } from "../client/client";
+// A notebook: an .ipynb file of the workspace in a tab, with a kernel of its
+// own (PROTOCOL.md §4, §8), edited as in JupyterLab (command and edit modes,
+// the same keys), saved as nbformat 4.5 with fs/write (so a save shows as a
+// change to review), its draft and kernel kept in the session across
+// reloads (notebooks.ts brings them back).
+import { closeCompletion, completionStatus } from "@codemirror/autocomplete";
+import { ConnectionLostError, Methods, RPCError, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type LanguageInfo } from "../client/client";
 import { Cell, type CellHost } from "./cell";
 import { el } from "./dom";
 import type { Completion, KeyBinding } from "./editor";
-import { emptyNotebook, newCellId, NotebookError, parseNotebook, serializeNotebook, type CellType, type JsonObject, type NbCell, type NbDoc, type NbOutput } from "./ipynb";
-import type { Opener, Workbench } from "./workbench";
-import { closeCompletion, completionStatus } from "@codemirror/autocomplete";
-
-/** The prefix of the languages that are the host's Jupyter kernelspecs (PROTOCOL.md §8). */
-const jupyterPrefix = "jupyter:";
-const isJupyter = (id: string) => id.startsWith(jupyterPrefix);
+import { newCellId, NotebookError, parseNotebook, serializeNotebook, type CellType, type JsonObject, type NbCell, type NbDoc, type NbOutput } from "./ipynb";
+import { defaultLanguage, isJupyter, isObj, jupyterPrefix, kernelMetadata, languageFor } from "./kernelspec";
+import type { Notebooks } from "./notebooks";
 
 /** A language's name in the picker: its display name, and its version when the daemon knows it. */
 const languageLabel = (l: LanguageCapability) => `${l.displayName} ${l.version ?? ""}`.trim();
@@ -22,13 +18,11 @@ const languageLabel = (l: LanguageCapability) => `${l.displayName} ${l.version ?
 /** A method of §4 as a person would call the feature (the toolbar's "no variables"). */
 const featureName = (method: string) => method.replace(/^kernel\//, "").replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase();
 
-const errText = (e: unknown) => `${(e as Error).message}${(e as RPCError).data?.detail ? ` (${(e as RPCError).data!.detail})` : ""}`;
-
-const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-
+/** An error as a person reads it: the message and the daemon's detail. */
+export const errText = (e: unknown) => `${(e as Error).message}${(e as RPCError).data?.detail ? ` (${(e as RPCError).data!.detail})` : ""}`;
 
 /** A notebook as the session keeps it across reloads. */
-interface SessionEntry {
+export interface SessionEntry {
   path: string;
   kernelId?: string;
   language?: string;
@@ -65,233 +59,6 @@ function choose(message: string, buttons: { label: string; value: string; cls?: 
     dialog.showModal();
     (row.lastElementChild as HTMLElement | null)?.focus();
   });
-}
-
-/**
- * languageFor picks the cellbox language of a notebook from its metadata:
- * metadata.cellbox.language (what this page saves); else the kernelspec's
- * language when cellbox has it natively (python3 runs on cellbox's python),
- * else the same Jupyter kernel (jupyter:NAME) if the host has it. A
- * notebook without a kernelspec gets the default; undefined: nothing here
- * runs it (the user chooses).
- */
-export function languageFor(meta: JsonObject, languages: LanguageCapability[], fallback: string | undefined): string | undefined {
-  const avail = (id: string) => languages.some((l) => l.id === id && l.available);
-  const cb = isObj(meta.cellbox) ? meta.cellbox.language : undefined;
-  if (typeof cb === "string" && avail(cb)) return cb;
-  const ks = isObj(meta.kernelspec) ? meta.kernelspec : undefined;
-  const li = isObj(meta.language_info) ? meta.language_info : undefined;
-  if (!ks && !li) return typeof cb === "string" ? undefined : fallback;
-  const name = typeof ks?.name === "string" ? ks.name : "";
-  if (name.startsWith("cellbox-") && avail(name.slice("cellbox-".length))) return name.slice("cellbox-".length);
-  const lang = String(ks?.language ?? li?.name ?? "").toLowerCase();
-  if (lang && avail(lang)) return lang;
-  if (name && avail(jupyterPrefix + name)) return jupyterPrefix + name;
-  return undefined;
-}
-
-/** The notebooks of the page: the .ipynb opener, "+ Notebook", the session, input() and the kernels' notifications. */
-export class Notebooks {
-  readonly list: Notebook[] = [];
-  /** Cells copied (C, X), pasted with V anywhere. */
-  clipboard: NbCell[] = [];
-  /** How long after the last edit a notebook saves itself. */
-  autosaveMs = 1500;
-  private restoring = false;
-
-  constructor(readonly wb: Workbench) {
-    const opener: Opener = { accepts: (p) => p.toLowerCase().endsWith(".ipynb"), open: (p) => this.open(p).then(() => {}) };
-    wb.openers.unshift(opener);
-    const add = el("button", { class: "new-notebook", title: "a new notebook (Untitled.ipynb) in the project's top directory" }, "+ Notebook");
-    add.onclick = () => void this.create().catch((e) => wb.progress(`cannot create a notebook: ${errText(e)}`));
-    wb.docs.tools.append(add);
-    const c = wb.client;
-    c.on(Methods.KernelOutput, (p: KernelOutputParams) => this.byKernel(p.kernelId)?.output(p));
-    c.on(Methods.KernelStatus, (p: KernelStatusParams) => this.byKernel(p.kernelId)?.status(p));
-    c.on(Methods.Progress, (p: ProgressParams) => {
-      if (String(p.token).startsWith("kernel-start")) wb.progress(p.value.kind === "end" ? "" : `${p.value.title ?? ""} ${p.value.message ?? ""}`.trim());
-    });
-    c.handle(Methods.KernelInputRequest, (p: KernelInputRequestParams) => this.inputRequest(p));
-    wb.docs.onChange(() => {
-      const nb = this.active;
-      if (nb) {
-        wb.kernels.setActive(nb.kernelId);
-        wb.session.set("notebooks.active", nb.path);
-      }
-    });
-    // Back to the page: a notebook changed on disk meanwhile reloads (or asks).
-    window.addEventListener("focus", () => void this.active?.checkDisk());
-    // Leaving (a reload, a closed tab): unsaved edits stay in the session as drafts.
-    window.addEventListener("pagehide", () => {
-      for (const nb of this.list) nb.writeDraft();
-      this.saveSession();
-    });
-  }
-
-  /** The notebook in the active tab, if it is one. */
-  get active(): Notebook | undefined {
-    const id = this.wb.docs.current?.id;
-    return this.list.find((n) => n.tabId === id);
-  }
-
-  byKernel(kernelId: string): Notebook | undefined {
-    return this.list.find((n) => n.kernelId === kernelId);
-  }
-
-  byPath(path: string): Notebook | undefined {
-    return this.list.find((n) => n.path === path);
-  }
-
-  /** Opens a notebook file in a tab (or shows the open one). */
-  async open(path: string, entry?: SessionEntry): Promise<Notebook> {
-    path = path.replace(/^\/+/, "").replace(/^workspace\//, "");
-    const had = this.byPath(path);
-    if (had) {
-      this.wb.docs.activate(had.tabId);
-      return had;
-    }
-    const nb = new Notebook(this, path);
-    this.list.push(nb);
-    this.wb.docs.open({ id: nb.tabId, title: nb.title, tooltip: path, body: nb.root, close: () => nb.close(), activate: () => nb.activated() });
-    try {
-      await nb.load(entry);
-    } catch (e) {
-      nb.fail(e);
-    }
-    this.saveSession();
-    return nb;
-  }
-
-  /** A new notebook: Untitled.ipynb (Untitled1.ipynb, ...: the first free name) at the top of the project. */
-  async create(): Promise<Notebook> {
-    const { client, workspaceId } = this.wb;
-    const r = await client.request(Methods.FsList, { workspaceId });
-    const taken = new Set(r.entries.map((e) => e.path.replace(/^\/+/, "")));
-    let name = "Untitled.ipynb";
-    for (let i = 1; taken.has(name) || this.byPath(name); i++) name = `Untitled${i}.ipynb`;
-    const doc = emptyNotebook();
-    const lang = defaultLanguage(this.wb.languages);
-    if (lang) doc.metadata = kernelMetadata({}, lang, this.wb.languages, undefined);
-    await client.request(Methods.FsWrite, { workspaceId, path: name, content: serializeNotebook(doc) });
-    this.wb.changes?.schedule();
-    const nb = await this.open(name);
-    nb.focusFirst();
-    return nb;
-  }
-
-  /** Writes the open notebooks, their kernels and the runs under way to the session. */
-  saveSession() {
-    if (this.restoring) return;
-    this.wb.session.set(
-      "notebooks",
-      this.list.filter((n) => !n.failed).map((n) => n.sessionEntry()),
-    );
-  }
-
-  /**
-   * restore reopens the notebooks of the last visit: their drafts, and
-   * their kernels when still alive (re-attached, replaying what ran while
-   * the page was away); a kernel no notebook takes back is shut down.
-   */
-  async restore() {
-    const entries = this.wb.session.get<SessionEntry[]>("notebooks", []);
-    if (!Array.isArray(entries) || !entries.length) return;
-    let alive = new Set<string>();
-    try {
-      const r = await this.wb.client.request(Methods.KernelList, {});
-      alive = new Set(r.kernels.filter((k) => k.workspaceId === this.wb.workspaceId && k.state !== "dead").map((k) => k.kernelId));
-    } catch {
-      // then every kernel counts as gone: cells start new ones
-    }
-    this.restoring = true;
-    try {
-      for (const e of entries) {
-        if (!e || typeof e.path !== "string") continue;
-        const entry = { ...e, kernelId: e.kernelId && alive.has(e.kernelId) ? e.kernelId : undefined };
-        const nb = await this.open(e.path, entry);
-        if (nb.failed && entry.kernelId) {
-          await this.wb.client.request(Methods.KernelShutdown, { kernelId: entry.kernelId }).catch(() => {});
-        }
-      }
-    } finally {
-      this.restoring = false;
-    }
-    const active = this.wb.session.get<string | undefined>("notebooks.active", undefined);
-    const nb = active ? this.byPath(active) : undefined;
-    if (nb) this.wb.docs.activate(nb.tabId);
-    this.saveSession();
-  }
-
-  /** After a reconnect: kernels culled or dead meanwhile are dropped; lost counts are recovered. */
-  async resync() {
-    let r;
-    try {
-      r = await this.wb.client.request(Methods.KernelList, {});
-    } catch {
-      return;
-    }
-    for (const nb of this.list) nb.resync(r.kernels);
-  }
-
-  /** kernel/inputRequest: a field in the output of the cell whose execution asks. */
-  async inputRequest(p: KernelInputRequestParams): Promise<{ value: string }> {
-    const cell = this.byKernel(p.kernelId)?.cellOf(p.executionId);
-    if (!cell) return { value: "" };
-    return { value: await cell.askInput(p.prompt ?? "", !!p.password) };
-  }
-
-  /** Runs under way in any notebook of the page: autosave waits for none (a save during a run would count as the run's change). */
-  get running(): number {
-    return this.list.reduce((n, nb) => n + nb.runningCount, 0);
-  }
-
-  /** A run ended: when none runs any more, every dirty notebook saves. */
-  runEnded() {
-    if (this.running) return;
-    for (const nb of this.list) if (nb.dirty) nb.scheduleSave(100);
-  }
-}
-
-/** The default language of a new notebook: python, else the first available. */
-function defaultLanguage(languages: LanguageCapability[]): string | undefined {
-  const avail = languages.filter((l) => l.available);
-  return (avail.find((l) => l.id === "python") ?? avail.find((l) => !isJupyter(l.id)) ?? avail[0])?.id;
-}
-
-/**
- * kernelMetadata is the notebook's metadata with kernelspec, language_info
- * and cellbox.language for language: what JupyterLab needs to pick a kernel
- * (python3 for cellbox's python, the same kernelspec for jupyter:NAME,
- * cellbox-LANGUAGE, as `cellbox jupyter install` names them, otherwise),
- * and what this page reads back. A kernelspec that already means the
- * language is kept as it is.
- */
-export function kernelMetadata(meta: JsonObject, language: string, languages: LanguageCapability[], info: LanguageInfo | undefined): JsonObject {
-  const out: JsonObject = { ...meta };
-  const cap = languages.find((l) => l.id === language);
-  const keep = isObj(meta.kernelspec) && languageFor({ kernelspec: meta.kernelspec }, languages, undefined) === language;
-  if (!keep) {
-    if (isJupyter(language)) {
-      out.kernelspec = { name: language.slice(jupyterPrefix.length), display_name: cap?.displayName ?? language, language: info?.name ?? "" };
-    } else if (language === "python") {
-      out.kernelspec = { name: "python3", display_name: "Python 3 (ipykernel)", language: "python" };
-    } else {
-      let display = cap?.displayName ?? language;
-      display = display.endsWith(")") && display.includes("(") ? `${display.slice(0, -1)}, cellbox sandbox)` : `${display} (cellbox sandbox)`;
-      out.kernelspec = { name: `cellbox-${language}`, display_name: display, language: language === "r" ? "R" : language };
-    }
-  }
-  const li = isObj(meta.language_info) ? meta.language_info : undefined;
-  if (info) {
-    const same = li && String(li.name ?? "").toLowerCase() === info.name.toLowerCase();
-    const extra: JsonObject = info.name === "python" ? { codemirror_mode: { name: "ipython", version: 3 }, nbconvert_exporter: "python", pygments_lexer: "ipython3" } : {};
-    out.language_info = { ...extra, ...(same ? li : {}), name: info.name, version: info.version, file_extension: info.fileExtension, mimetype: info.mimetype };
-  } else if (!li || !keep) {
-    const name = isJupyter(language) ? String((out.kernelspec as JsonObject).language || language.slice(jupyterPrefix.length)) : language;
-    if (!li || String(li.name ?? "").toLowerCase() !== name.toLowerCase()) out.language_info = { name };
-  }
-  out.cellbox = { ...(isObj(meta.cellbox) ? meta.cellbox : {}), language };
-  return out;
 }
 
 export class Notebook implements CellHost {
@@ -1210,6 +977,33 @@ export class Notebook implements CellHost {
           }
           this.select(this.cells.indexOf(cell));
           this.command();
+          return true;
+        },
+      },
+      {
+        // Up on the first line goes to the cell above, Down on the last to the cell below, as in JupyterLab.
+        key: "ArrowUp",
+        run: (v) => {
+          const sel = v.state.selection.main;
+          if (completionStatus(v.state) || !sel.empty || v.state.doc.lineAt(sel.head).number !== 1) return false;
+          const i = this.cells.indexOf(cell);
+          if (i <= 0) return false;
+          const prev = this.cells[i - 1];
+          this.editCell(prev);
+          prev.editor.setCursor(prev.source.length);
+          return true;
+        },
+      },
+      {
+        key: "ArrowDown",
+        run: (v) => {
+          const sel = v.state.selection.main;
+          if (completionStatus(v.state) || !sel.empty || v.state.doc.lineAt(sel.head).number !== v.state.doc.lines) return false;
+          const i = this.cells.indexOf(cell);
+          if (i < 0 || i >= this.cells.length - 1) return false;
+          const next = this.cells[i + 1];
+          this.editCell(next);
+          next.editor.setCursor(0);
           return true;
         },
       },

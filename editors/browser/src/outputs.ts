@@ -23,7 +23,7 @@ function str(v: unknown): string {
 }
 
 /** The style of an html output's document (in its iframe, and in the copy that measures it). */
-const htmlStyle = "body{font:13px system-ui,sans-serif;margin:4px;color:#222;background:#fff}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}";
+const htmlStyle = "body{font:13px system-ui,sans-serif;margin:4px;color:#222;background:#fff;display:flow-root}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}";
 
 /** The largest height an html output takes before its iframe scrolls. */
 const maxHTMLHeight = 1200;

@@ -71,6 +71,14 @@ const oldNotebook = JSON.stringify({
   ],
 });
 
+// A notebook whose kernel this host has neither natively nor as a kernelspec.
+const juliaNotebook = JSON.stringify({
+  nbformat: 4,
+  nbformat_minor: 5,
+  metadata: { kernelspec: { name: "julia-1.9", display_name: "Julia 1.9.3", language: "julia" }, language_info: { name: "julia", version: "1.9.3" } },
+  cells: [{ id: "c1", cell_type: "code", execution_count: null, metadata: {}, outputs: [], source: "print(6 * 7)" }],
+});
+
 let d, context, page, profile, work;
 const consoleErrors = [];
 // html outputs' scripts are blocked by their sandbox; a dropped connection logs; a reload's
@@ -81,7 +89,7 @@ before(async () => {
   assert.ok(existsSync(executablePath), `${executablePath} missing: apt-get install chromium`);
   work = mkdtempSync(join(tmpdir(), "cellbox-nb-test-"));
   d = await startDaemon({
-    files: { "old.ipynb": oldNotebook },
+    files: { "old.ipynb": oldNotebook, "julia.ipynb": juliaNotebook },
     setup: (project) => execFileSync(python, ["-c", makeNotebook, join(project, "analysis.ipynb"), gradient]),
   });
   profile = mkdtempSync(join(tmpdir(), "cellbox-chromium-"));
@@ -197,6 +205,34 @@ test("an nbformat 4.2 notebook (no ids, source as a string) opens and saves as 4
   assert.equal(check.same, true, "byte for byte what nbformat writes");
   await page.locator('.docs .tab[data-tab="nb:old.ipynb"] .tab-close').click();
   await waitFor(async () => (await nbOf("old.ipynb").count()) === 0, { what: "closed" });
+});
+
+test("a notebook whose kernel is not here asks for one; a kernel picked gets saved as its kernelspec", async () => {
+  await page.evaluate(() => window.cellbox.workbench.openPath("julia.ipynb"));
+  const nb = nbOf("julia.ipynb");
+  await nb.waitFor();
+  assert.equal(await nb.locator("select.language").inputValue(), "");
+  assert.match(await nb.locator("select.language option.choose").innerText(), /Julia 1\.9\.3 is not here/);
+  assert.match(await nb.locator(".nb-message").innerText(), /kernel \(Julia 1\.9\.3\) is not available here: choose one/);
+  const cell = nb.locator(".cell").first();
+  await cell.locator(".cm-content").click();
+  await page.keyboard.press("Control+Enter");
+  await waitFor(async () => /choose a kernel/.test(await cell.locator(".notes").innerText()), { what: "the note" });
+  assert.equal((await stats()).kernels, 0, "nothing started");
+  await shot("1b-choose-kernel");
+  // No kernel yet: no question; python runs the cell (print is python's too).
+  await nb.locator("select.language").selectOption("python");
+  await waitFor(async () => /^python: idle/.test(await nb.locator(".kernel-status").innerText()), { what: "python kernel", timeoutMs: 60_000 });
+  await cell.locator("button.run").click();
+  await waitFor(async () => (await cell.locator(".outputs").innerText()).trim() === "42", { what: "the output" });
+  await page.keyboard.press("Control+s");
+  await waitFor(async () => !(await dirty("julia.ipynb")), { what: "saved" });
+  const saved = JSON.parse(await savedFile("julia.ipynb"));
+  assert.deepEqual(saved.metadata.kernelspec, { name: "python3", display_name: "Python 3 (ipykernel)", language: "python" });
+  assert.equal(saved.metadata.language_info.name, "python");
+  assert.equal(saved.metadata.cellbox.language, "python");
+  await tab("julia.ipynb").locator(".tab-close").click();
+  await waitFor(async () => (await stats()).kernels === 0, { what: "its kernel shut down" });
 });
 
 test("edit with the kernel's completion, run all, save: nbformat validates it, writes it the same, nbclient runs it", async () => {
@@ -327,6 +363,37 @@ test("input() asks inline in the cell's output, a password hidden", async () => 
   assert.doesNotMatch(await c.locator(".outputs").innerText(), /sesame/);
 });
 
+test("an html output's iframe is as tall as its content; Up and Down move between cells", async () => {
+  const cells = cellsOf("analysis.ipynb");
+  const c = cells.nth(4);
+  await c.locator(".cm-content").click();
+  await page.keyboard.press("Control+a");
+  await page.keyboard.type("rows = ''.join(f'<tr><td>{i}</td><td>{i * i}</td></tr>' for i in range(15))\ndisplay({'text/html': f'<h3>Squares</h3><table>{rows}</table>'}, raw=True)");
+  await page.keyboard.press("Control+Enter");
+  const frame = c.locator("iframe.out-html");
+  await frame.waitFor({ timeout: 20_000 });
+  assert.equal(await frame.getAttribute("sandbox"), "");
+  const inner = frame.contentFrame();
+  await inner.locator("td").last().waitFor();
+  const contentHeight = await inner.locator("html").evaluate((h) => h.scrollHeight);
+  assert.ok(contentHeight > 300, `15 rows and a heading: ${contentHeight}px`);
+  await waitFor(async () => {
+    const h = await frame.evaluate((f) => f.clientHeight);
+    return h >= contentHeight && h <= contentHeight + 24;
+  }, { what: "the iframe sized to its content" }).catch(async (e) => {
+    throw new Error(`${e.message}: iframe ${await frame.evaluate((f) => f.clientHeight)}px, content ${contentHeight}px`);
+  });
+  await frame.scrollIntoViewIfNeeded();
+  await shot("6b-html-output");
+  // Up on the first line goes to the cell above (the raw one), Down on its last line back.
+  await c.locator(".cm-content").click();
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowUp");
+  await waitFor(() => cells.nth(3).locator(".cm-content").evaluate((e) => e.contains(document.activeElement)), { what: "the cell above edited" });
+  await page.keyboard.press("ArrowDown");
+  await waitFor(() => c.locator(".cm-content").evaluate((e) => e.contains(document.activeElement)), { what: "back in the cell below" });
+});
+
 test("command mode: A, B, D D, Z, M, Y, R, C V, Shift+M, moves; Enter edits a markdown cell, Shift+Enter renders it", async () => {
   const nb = nbOf("analysis.ipynb");
   const cells = cellsOf("analysis.ipynb");
@@ -335,7 +402,10 @@ test("command mode: A, B, D D, Z, M, Y, R, C V, Shift+M, moves; Enter edits a ma
   const n0 = await cells.count();
   await cells.nth(1).locator(".cm-content").click();
   await page.keyboard.press("Escape");
-  await waitFor(() => nb.evaluate((n) => n.classList.contains("command-mode")), { what: "command mode" });
+  await waitFor(() => nb.evaluate((n) => n.classList.contains("command-mode")), { what: "command mode" }).catch(async (e) => {
+    await shot("debug");
+    throw new Error(`${e.message}; the focus is on ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 200))}`);
+  });
   assert.equal(await selected(), 1);
   await page.keyboard.press("a");
   assert.equal(await cells.count(), n0 + 1);
