@@ -391,7 +391,7 @@ export class Cell {
   }
 
   /** input(): a field in the outputs; resolves with what was typed (Enter). */
-  askInput(prompt: string, password: boolean): Promise<string> {
+  askInput(prompt: string, password: boolean, echo: boolean): Promise<string> {
     return new Promise((resolve) => {
       const input = el("input", { class: "stdin-input", type: password ? "password" : "text", "aria-label": prompt || "input", autocomplete: "off", spellcheck: "false" }) as HTMLInputElement;
       const label = el("span", { class: "stdin-prompt" }, prompt);
@@ -404,7 +404,9 @@ export class Cell {
         e.preventDefault();
         const value = input.value;
         // What was typed stays shown (a password as dots), as in Jupyter; it is not an output.
-        row.querySelector(".stdin-line")!.replaceChildren(el("pre", { class: "stdin-echo" }, `${prompt}${password ? "········" : value}`));
+        // cellbox's kernels write that line to stdout themselves (echo false).
+        if (echo) row.querySelector(".stdin-line")!.replaceChildren(el("pre", { class: "stdin-echo" }, `${prompt}${password ? "········" : value}`));
+        else row.remove();
         resolve(value);
       });
       input.focus();

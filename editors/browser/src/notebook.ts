@@ -4,7 +4,7 @@
 // change to review), its draft and kernel kept in the session across
 // reloads (notebooks.ts brings them back).
 import { closeCompletion, completionStatus } from "@codemirror/autocomplete";
-import { ConnectionLostError, Methods, RPCError, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type LanguageInfo } from "../client/client";
+import { ConnectionLostError, Methods, RPCError, type ExecuteResult, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type LanguageInfo } from "../client/client";
 import { Cell, type CellHost } from "./cell";
 import { el } from "./dom";
 import type { Completion, KeyBinding } from "./editor";
@@ -107,6 +107,10 @@ export class Notebook implements CellHost {
   private lost = new Map<Cell, string>();
   /** Runs sent, with their code and the seq to replay from after a reload. */
   private running = new Map<string, { cell: Cell; code: string; fromSeq: number }>();
+  /** Runs go out in order through this chain. */
+  private sendQueue: Promise<unknown> = Promise.resolve();
+  /** Runs sent whose result has not come yet. */
+  inFlight = 0;
 
   constructor(
     private mgr: Notebooks,
@@ -572,15 +576,21 @@ export class Notebook implements CellHost {
     if (!this.kernelId) return;
     const k = kernels.find((x) => x.kernelId === this.kernelId);
     if (!k) {
-      this.mgr.wb.kernels.delete(this.kernelId);
-      this.mgr.wb.client.unfollowKernel(this.kernelId);
-      this.kernelId = undefined;
-      this.setStatus("gone (culled or stopped); a run starts a new one", "dead");
-      this.mgr.saveSession();
+      this.forgetKernel("gone (culled or stopped); a run starts a new one");
       return;
     }
     this.setStatus(k.state, k.state);
     if (k.state === "idle" && this.lost.size) void this.recover();
+  }
+
+  /** The kernel is gone (culled, shut down by another page): the next run starts a new one. */
+  private forgetKernel(why: string) {
+    if (!this.kernelId) return;
+    this.mgr.wb.kernels.delete(this.kernelId);
+    this.mgr.wb.client.unfollowKernel(this.kernelId);
+    this.kernelId = undefined;
+    this.setStatus(why, "dead");
+    this.mgr.saveSession();
   }
 
   private async changeLanguage(lang: string) {
@@ -646,25 +656,41 @@ export class Notebook implements CellHost {
     const executionId = `${c.model.id}-${Date.now().toString(36)}-${++this.execSeq}`;
     c.startRun(executionId);
     this.byExec.set(executionId, c);
-    // Unsaved edits are saved before the run, so that the run's changes (and its undo) are its own.
-    if (this.dirty && !this.mgr.running && !this.failed) await this.save({ auto: true });
     const pending = { cell: c, code, fromSeq: 0 };
     this.running.set(executionId, pending);
-    try {
-      await this.ensureKernel();
-    } catch (e) {
+    const { client } = this.mgr.wb;
+    let started = new Date();
+    // The runs of a notebook go out one after the other, in the order they were asked for
+    // (the kernel queues them): each step waits for the kernel and sends, not for the result.
+    const step: Promise<{ sent?: Promise<ExecuteResult>; error?: Error }> = this.sendQueue.then(async () => {
+      try {
+        // Unsaved edits are saved before a run when no run is under way, so that the run's
+        // changes (and its undo) are its own.
+        if (this.dirty && !this.mgr.inFlight && !this.failed) await this.save({ auto: true });
+        await this.ensureKernel();
+      } catch (e) {
+        return { error: e as Error };
+      }
+      const kernelId = this.kernelId!;
+      pending.fromSeq = client.lastSeq(kernelId) + 1;
+      this.mgr.saveSession();
+      started = new Date();
+      this.inFlight++;
+      const sent = client.request(Methods.KernelExecute, { kernelId, code, executionId, allowStdin: true, stopOnError: true, checkpoint: this.checkpointRuns || undefined });
+      void sent.catch(() => {}).finally(() => this.inFlight--);
+      return { sent };
+    });
+    this.sendQueue = step;
+    const s = await step;
+    if (!s.sent) {
       this.running.delete(executionId);
       c.endRun(null);
-      c.note(String((e as Error).message), "note error");
+      c.note(String(s.error?.message), "note error");
+      this.mgr.runEnded();
       return;
     }
-    const { client } = this.mgr.wb;
-    const kernelId = this.kernelId!;
-    pending.fromSeq = client.lastSeq(kernelId) + 1;
-    this.mgr.saveSession();
-    const started = new Date();
     try {
-      const r = await client.request(Methods.KernelExecute, { kernelId, code, executionId, allowStdin: true, stopOnError: true, checkpoint: this.checkpointRuns || undefined });
+      const r = await s.sent;
       const ended = new Date();
       c.endRun(r.status === "aborted" ? null : r.executionCount, r.status);
       c.recordTiming(new Date(Math.min(started.getTime(), ended.getTime() - r.durationMs)), ended);
@@ -681,6 +707,7 @@ export class Notebook implements CellHost {
       }
       c.endRun(null, "failed");
       c.note(errText(e), "note error");
+      if (e instanceof RPCError && e.code === -32001 && this.kernelId) this.forgetKernel("gone (shut down elsewhere, or culled); a run starts a new one");
     } finally {
       if (!this.lost.has(c)) {
         this.running.delete(executionId);

@@ -153,14 +153,21 @@ export class Notebooks {
 
   /** kernel/inputRequest: a field in the output of the cell whose execution asks. */
   async inputRequest(p: KernelInputRequestParams): Promise<{ value: string }> {
-    const cell = this.byKernel(p.kernelId)?.cellOf(p.executionId);
-    if (!cell) return { value: "" };
-    return { value: await cell.askInput(p.prompt ?? "", !!p.password) };
+    const nb = this.byKernel(p.kernelId);
+    const cell = nb?.cellOf(p.executionId);
+    if (!nb || !cell) return { value: "" };
+    // A Jupyter kernel does not write the answered prompt to its output; the page shows it.
+    return { value: await cell.askInput(p.prompt ?? "", !!p.password, !!nb.language?.startsWith("jupyter:")) };
   }
 
   /** Runs under way in any notebook of the page: autosave waits for none (a save during a run would count as the run's change). */
   get running(): number {
     return this.list.reduce((n, nb) => n + nb.runningCount, 0);
+  }
+
+  /** Runs sent in any notebook of the page whose result has not come. */
+  get inFlight(): number {
+    return this.list.reduce((n, nb) => n + nb.inFlight, 0);
   }
 
   /** A run ended: when none runs any more, every dirty notebook saves. */

@@ -80,6 +80,8 @@ export function renderBundle(data: Record<string, unknown>, metadata: Record<str
       f.setAttribute("sandbox", "");
       f.setAttribute("referrerpolicy", "no-referrer");
       f.className = "out-html";
+      // Out of the keyboard's way: Tab and the notebook's keys stay with the page.
+      f.tabIndex = -1;
       const html = str(v);
       f.srcdoc = `<!doctype html><meta charset="utf-8"><style>${htmlStyle}</style>${html}`;
       f.style.height = "40px";

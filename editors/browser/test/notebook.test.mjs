@@ -400,6 +400,11 @@ test("command mode: A, B, D D, Z, M, Y, R, C V, Shift+M, moves; Enter edits a ma
   const types = () => cells.evaluateAll((cs) => cs.map((c) => c.dataset.type));
   const selected = () => cells.evaluateAll((cs) => cs.findIndex((c) => c.classList.contains("selected")));
   const n0 = await cells.count();
+  // Scrolled up past the html output's iframe: chromium routes a click by the last frame it
+  // composited, so a click right after the scroll can land in the iframe where it was. Two
+  // frames later the click goes where the page is.
+  await cells.nth(1).scrollIntoViewIfNeeded();
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
   await cells.nth(1).locator(".cm-content").click();
   await page.keyboard.press("Escape");
   await waitFor(() => nb.evaluate((n) => n.classList.contains("command-mode")), { what: "command mode" }).catch(async (e) => {
