@@ -727,7 +727,11 @@ export class Notebook implements CellHost {
     line.classList.add("files-changed");
     if (r.checkpoint) {
       const undo = el("button", { class: "undo", title: "restore the workspace's files to how they were before this execution" }, "undo");
-      undo.onclick = () => void changes.undo({ executionId: r.executionId, executionCount: r.executionCount, checkpoint: r.checkpoint, language: this.language });
+      // The undo may take the notebook's own file back too: it reloads (or asks) then.
+      undo.onclick = () =>
+        void changes.undo({ executionId: r.executionId, executionCount: r.executionCount, checkpoint: r.checkpoint, language: this.language }).then((ok) => {
+          if (ok) void this.checkDisk();
+        });
       line.append(" ", undo);
     }
     c.notes.prepend(line);

@@ -1,7 +1,7 @@
 // The notebooks of the page: the .ipynb opener and "+ Notebook", the
 // session that brings them and their kernels back after a reload, input()
 // for the asking cell, and the kernels' notifications for each notebook.
-import { Methods, type KernelInputRequestParams, type KernelOutputParams, type KernelStatusParams, type ProgressParams } from "../client/client";
+import { Methods, type FsDidChangeParams, type KernelInputRequestParams, type KernelOutputParams, type KernelStatusParams, type ProgressParams } from "../client/client";
 import { el } from "./dom";
 import { emptyNotebook, serializeNotebook, type NbCell } from "./ipynb";
 import { defaultLanguage, kernelMetadata } from "./kernelspec";
@@ -35,6 +35,15 @@ export class Notebooks {
       if (nb) {
         wb.kernels.setActive(nb.kernelId);
         wb.session.set("notebooks.active", nb.path);
+      }
+    });
+    // A notebook's file changed on disk (a run, a terminal, an agent, an undo): the tree's
+    // fs/watch says so; a clean notebook reloads, the active one asks when it has edits.
+    c.on(Methods.FsDidChange, (p: FsDidChangeParams) => {
+      if (p.workspaceId !== wb.workspaceId) return;
+      for (const ch of p.changes) {
+        const nb = ch.type !== "deleted" ? this.byPath(ch.path.replace(/^\/+/, "")) : undefined;
+        if (nb && (nb === this.active || !nb.dirty)) void nb.checkDisk();
       }
     });
     // Back to the page: a notebook changed on disk meanwhile reloads (or asks).

@@ -537,7 +537,7 @@ test("a change on disk reloads a clean notebook; unsaved edits survive a reload 
   const doc = JSON.parse(await savedFile("analysis.ipynb"));
   doc.cells[0].source = ["# Rewritten elsewhere\n"];
   await rpc("fs/write", { workspaceId: ws, path: "analysis.ipynb", content: JSON.stringify(doc, null, 1) + "\n" });
-  await page.evaluate(() => window.dispatchEvent(new Event("focus")));
+  // The tree's fs/watch reports it: the notebook reloads.
   await waitFor(async () => (await cells.nth(0).locator(".md-view h1").innerText()) === "Rewritten elsewhere", { what: "reloaded from disk" });
   // An unsaved edit comes back from the session's draft (no autosave for this part).
   await page.evaluate(() => (window.cellbox.notebooks.autosaveMs = 600_000));
