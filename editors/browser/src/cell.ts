@@ -262,6 +262,8 @@ export class Cell {
   /** A run ended (its response, or recovered after a reload). */
   endRun(executionCount: number | null, status?: string) {
     this.executionId = undefined;
+    // A question the run no longer waits for (interrupted, or the kernel went away).
+    for (const input of this.outputsEl.querySelectorAll(".stdin-input")) input.closest(".output")?.remove();
     this.root.classList.remove("running");
     this.model.execution_count = executionCount;
     this.setPrompt(executionCount === null ? " " : String(executionCount));

@@ -437,7 +437,7 @@ export class Notebook implements CellHost {
   }
 
   private setStatus(text: string, state: string) {
-    this.statusEl.textContent = `${this.language ?? "no kernel"}: ${text}`;
+    this.statusEl.textContent = this.language ? `${this.language}: ${text}` : text;
     this.statusEl.dataset.state = state;
   }
 
