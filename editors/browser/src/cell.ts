@@ -129,7 +129,8 @@ export class Cell {
     );
     this.root.addEventListener("mousedown", (e) => {
       const t = e.target as HTMLElement;
-      if (!t.closest(".cm-editor") && !t.closest("input,select,button,a")) host.clicked(this);
+      // A click anywhere in the cell but its editor and its fields selects it (its toolbar stays then).
+      if (!t.closest(".cm-editor") && !t.closest("input,select")) host.clicked(this);
     });
     this.showType();
     for (const o of model.outputs) this.appendShown(o);

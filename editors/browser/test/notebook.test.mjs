@@ -402,7 +402,7 @@ test("an html output's iframe is as tall as its content; Up and Down move betwee
   await waitFor(() => c.locator(".cm-content").evaluate((e) => e.contains(document.activeElement)), { what: "back in the cell below" });
 });
 
-test("command mode: A, B, D D, Z, M, Y, R, C V, Shift+M, moves; Enter edits a markdown cell, Shift+Enter renders it", async () => {
+test("command mode: A, B, D D, Z, M, Y, R, C V, Shift+M, moves; Enter edits a markdown cell, Shift+Enter renders it; split, clear, collapse", async () => {
   const nb = nbOf("analysis.ipynb");
   const cells = cellsOf("analysis.ipynb");
   const types = () => cells.evaluateAll((cs) => cs.map((c) => c.dataset.type));
@@ -473,6 +473,31 @@ test("command mode: A, B, D D, Z, M, Y, R, C V, Shift+M, moves; Enter edits a ma
   await page.keyboard.press("Shift+Enter");
   await waitFor(() => cells.nth(0).evaluate((c) => c.classList.contains("rendered")), { what: "rendered again" });
   assert.equal(await cells.nth(0).locator(".md-view em").innerText(), "new");
+  // Ctrl+Shift+Minus splits the last cell at the cursor (the start of its second line); Shift+M joins it again.
+  const last = cells.nth(n0 - 1);
+  const before = await last.locator(".cm-content").innerText();
+  const [line1, line2] = before.split("\n");
+  await last.locator(".cm-content").click();
+  await page.keyboard.press("Control+Home");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("Home");
+  await page.keyboard.press("Control+Shift+Minus");
+  await waitFor(async () => (await cells.count()) === n0 + 1, { what: "split" });
+  assert.equal(await cells.nth(n0 - 1).locator(".cm-content").innerText(), line1);
+  assert.equal(await cells.nth(n0).locator(".cm-content").innerText(), line2);
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("k");
+  await page.keyboard.press("Shift+M");
+  assert.equal(await cells.count(), n0);
+  assert.equal(await cells.nth(n0 - 1).locator(".cm-content").innerText(), before);
+  // A cell's toolbar (shown on hover): ⌫ clears its outputs.
+  assert.ok((await cells.nth(2).locator(".outputs .output").count()) > 0);
+  await cells.nth(2).hover();
+  await cells.nth(2).locator("button.clear-outputs").click();
+  assert.equal(await cells.nth(2).locator(".outputs .output").count(), 0);
+  assert.equal(await selected(), 2, "a click in its toolbar selects the cell");
+  await cells.nth(2).locator("button.run").click();
+  await waitFor(async () => (await cells.nth(2).locator(".outputs img.out-image").count()) === 1, { what: "the image again" });
   // Collapse the outputs by their prompt; the metadata says so.
   await cells.nth(2).locator(".out-collapser").click();
   await waitFor(() => cells.nth(2).locator(".outputs-hidden").isVisible(), { what: "collapsed" });
