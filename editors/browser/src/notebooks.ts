@@ -71,7 +71,8 @@ export class Notebooks {
 
   /** Opens a notebook file in a tab (or shows the open one). */
   async open(path: string, entry?: SessionEntry): Promise<Notebook> {
-    path = path.replace(/^\/+/, "").replace(/^workspace\//, "");
+    // Workspace-relative; /workspace/x as the sandbox names it is x.
+    path = path.replace(/^\/workspace\//, "").replace(/^\/+/, "");
     const had = this.byPath(path);
     if (had) {
       this.wb.docs.activate(had.tabId);
