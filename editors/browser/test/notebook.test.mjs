@@ -586,6 +586,7 @@ test("a change on disk reloads a clean notebook; unsaved edits survive a reload 
   await page.evaluate(() => (window.cellbox.notebooks.autosaveMs = 600_000));
   // Close asks when dirty: Cancel keeps it open.
   await cells.nth(1).locator(".cm-content").click();
+  await page.keyboard.press("Control+End");
   await page.keyboard.type("\n# more");
   await tab("analysis.ipynb").locator(".tab-close").click();
   const dialog = page.locator("dialog.nb-choose");
