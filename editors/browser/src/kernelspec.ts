@@ -1,7 +1,7 @@
 // Which cellbox language runs a notebook, and the kernelspec and
 // language_info a notebook gets for its language, so that JupyterLab opens
 // it on the matching kernel and this page reads its language back.
-import type { LanguageCapability, LanguageInfo } from "../client/client";
+import type { InterpreterInfo, LanguageCapability, LanguageInfo } from "../client/client";
 import type { JsonObject } from "./ipynb";
 
 /** The prefix of the languages that are the host's Jupyter kernelspecs (PROTOCOL.md §8). */
@@ -11,6 +11,23 @@ export const isJupyter = (id: string) => id.startsWith(jupyterPrefix);
 export const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
+ * A notebook's language is a cellbox language id ("python", "jupyter:ir"),
+ * or LANGUAGE@PATH: that language on one of the host's interpreters
+ * (initialize's interpreters: pyenv's, uv's, nvm's...), started with
+ * kernel/start's interpreter.
+ */
+export const baseLanguage = (id: string) => (isJupyter(id) ? id : id.split("@")[0]);
+export const interpreterOf = (id: string): string | undefined => (isJupyter(id) || !id.includes("@") ? undefined : id.slice(id.indexOf("@") + 1));
+
+/** Whether a notebook language (an id, or LANGUAGE@PATH) runs here. */
+export function available(id: string, languages: LanguageCapability[], interpreters: InterpreterInfo[] = []): boolean {
+  const base = baseLanguage(id);
+  if (!languages.some((l) => l.id === base && l.available)) return false;
+  const path = interpreterOf(id);
+  return !path || interpreters.some((i) => i.language === base && i.path === path);
+}
+
+/**
  * languageFor picks the cellbox language of a notebook from its metadata:
  * metadata.cellbox.language (what this page saves); else the kernelspec's
  * language when cellbox has it natively (python3 runs on cellbox's python),
@@ -18,9 +35,12 @@ export const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v
  * notebook without a kernelspec gets the default; undefined: nothing here
  * runs it (the user chooses).
  */
-export function languageFor(meta: JsonObject, languages: LanguageCapability[], fallback: string | undefined): string | undefined {
-  const avail = (id: string) => languages.some((l) => l.id === id && l.available);
+export function languageFor(meta: JsonObject, languages: LanguageCapability[], fallback: string | undefined, interpreters: InterpreterInfo[] = []): string | undefined {
+  const avail = (id: string) => available(id, languages, interpreters);
   const cb = isObj(meta.cellbox) ? meta.cellbox.language : undefined;
+  const interp = isObj(meta.cellbox) ? meta.cellbox.interpreter : undefined;
+  // The interpreter it ran on, when this host has it too; else the language's default one.
+  if (typeof cb === "string" && typeof interp === "string" && avail(`${cb}@${interp}`)) return `${cb}@${interp}`;
   if (typeof cb === "string" && avail(cb)) return cb;
   const ks = isObj(meta.kernelspec) ? meta.kernelspec : undefined;
   const li = isObj(meta.language_info) ? meta.language_info : undefined;
@@ -47,7 +67,9 @@ export function defaultLanguage(languages: LanguageCapability[]): string | undef
  * and what this page reads back. A kernelspec that already means the
  * language is kept as it is.
  */
-export function kernelMetadata(meta: JsonObject, language: string, languages: LanguageCapability[], info: LanguageInfo | undefined): JsonObject {
+export function kernelMetadata(meta: JsonObject, id: string, languages: LanguageCapability[], info: LanguageInfo | undefined): JsonObject {
+  const language = baseLanguage(id);
+  const interpreter = interpreterOf(id);
   const out: JsonObject = { ...meta };
   const cap = languages.find((l) => l.id === language);
   const keep = isObj(meta.kernelspec) && languageFor({ kernelspec: meta.kernelspec }, languages, undefined) === language;
@@ -71,7 +93,10 @@ export function kernelMetadata(meta: JsonObject, language: string, languages: La
     const name = isJupyter(language) ? String((out.kernelspec as JsonObject).language || language.slice(jupyterPrefix.length)) : language;
     if (!li || String(li.name ?? "").toLowerCase() !== name.toLowerCase()) out.language_info = { name };
   }
-  out.cellbox = { ...(isObj(meta.cellbox) ? meta.cellbox : {}), language };
+  const cellbox: JsonObject = { ...(isObj(meta.cellbox) ? meta.cellbox : {}), language };
+  if (interpreter) cellbox.interpreter = interpreter;
+  else delete cellbox.interpreter;
+  out.cellbox = cellbox;
   return out;
 }
 

@@ -4,12 +4,12 @@
 // change to review), its draft and kernel kept in the session across
 // reloads (notebooks.ts brings them back).
 import { closeCompletion, completionStatus } from "@codemirror/autocomplete";
-import { ConnectionLostError, Methods, RPCError, type ExecuteResult, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type LanguageInfo } from "../client/client";
+import { ConnectionLostError, Methods, RPCError, type ExecuteResult, type InterpreterInfo, type KernelOutputParams, type KernelStatusParams, type LanguageCapability, type LanguageInfo } from "../client/client";
 import { Cell, type CellHost } from "./cell";
 import { el } from "./dom";
 import type { Completion, KeyBinding } from "./editor";
 import { newCellId, NotebookError, parseNotebook, serializeNotebook, type CellType, type JsonObject, type NbCell, type NbDoc, type NbOutput } from "./ipynb";
-import { defaultLanguage, isJupyter, isObj, jupyterPrefix, kernelMetadata, languageFor } from "./kernelspec";
+import { available, baseLanguage, defaultLanguage, interpreterOf, isJupyter, isObj, jupyterPrefix, kernelMetadata, languageFor } from "./kernelspec";
 import type { Notebooks } from "./notebooks";
 
 /** A language's name in the picker: its display name, and its version when the daemon knows it. */
@@ -130,6 +130,22 @@ export class Notebook implements CellHost {
       return o;
     };
     this.picker.append(...native.map(option));
+    // The host's other interpreters (pyenv's, uv's, nvm's...): a language on one of them.
+    const byId = new Map(wb.languages.map((l) => [l.id, l]));
+    const others = this.interpreters.filter((i) => i.language && i.source !== "system" && byId.get(i.language)?.available);
+    if (others.length) {
+      this.picker.append(
+        el(
+          "optgroup",
+          { label: "Interpreters" },
+          ...others.map((i) => {
+            const o = el("option", { value: `${i.language}@${i.path}`, class: "interpreter" }, `${byId.get(i.language!)!.displayName} ${i.version ?? ""} (${i.source})`.replace(/ +/g, " ")) as HTMLOptionElement;
+            o.title = i.path;
+            return o;
+          }),
+        ),
+      );
+    }
     if (jupyter.length) this.picker.append(el("optgroup", { label: "Jupyter kernels (sandboxed)" }, ...jupyter.map(option)));
     this.picker.onchange = () => void this.changeLanguage(this.picker.value);
     const btn = (label: string, cls: string, title: string, fn: () => void) => {
@@ -194,6 +210,21 @@ export class Notebook implements CellHost {
     return s;
   }
 
+  /** The host's interpreters (initialize's), for LANGUAGE@PATH. */
+  get interpreters(): InterpreterInfo[] {
+    return this.mgr.wb.client.initializeResult?.capabilities.interpreters ?? [];
+  }
+
+  /** The language as the status and the panels name it: "python", or "python 3.12.1" on another interpreter. */
+  get languageTitle(): string {
+    const id = this.language;
+    if (!id) return "no kernel";
+    const path = interpreterOf(id);
+    if (!path) return id;
+    const i = this.interpreters.find((x) => x.path === path && x.language === baseLanguage(id));
+    return `${baseLanguage(id)} ${i?.version ?? path}`;
+  }
+
   /** The selected cell. */
   get cell(): Cell | undefined {
     return this.cells[this.selected];
@@ -230,7 +261,7 @@ export class Notebook implements CellHost {
     }
     const doc = parseNotebook(text);
     this.setDoc(doc);
-    const lang = entry?.language && this.mgr.wb.languages.some((l) => l.id === entry.language && l.available) ? entry.language : languageFor(doc.metadata, this.mgr.wb.languages, defaultLanguage(this.mgr.wb.languages));
+    const lang = entry?.language && available(entry.language, this.mgr.wb.languages, this.interpreters) ? entry.language : languageFor(doc.metadata, this.mgr.wb.languages, defaultLanguage(this.mgr.wb.languages), this.interpreters);
     this.setLanguage(lang);
     if (!lang) this.askLanguage();
     if (fromDraft) this.markDirty();
@@ -393,7 +424,7 @@ export class Notebook implements CellHost {
   // --- kernel ---
 
   supports(method: string): boolean {
-    return !!this.language && !this.mgr.wb.languages.find((l) => l.id === this.language)?.unsupported?.includes(method);
+    return !!this.language && !this.mgr.wb.languages.find((l) => l.id === baseLanguage(this.language!))?.unsupported?.includes(method);
   }
 
   /** The language for the cells' highlighting: the kernel's language name, else the language id. */
@@ -407,7 +438,7 @@ export class Notebook implements CellHost {
       [...this.picker.querySelectorAll("option.choose")].forEach((o) => o.remove());
       this.picker.value = lang;
     }
-    const l = this.mgr.wb.languages.find((x) => x.id === lang);
+    const l = lang ? this.mgr.wb.languages.find((x) => x.id === baseLanguage(lang)) : undefined;
     const jupyter = !!lang && isJupyter(lang);
     this.kind.hidden = !jupyter;
     this.kind.title = jupyter ? `the host's Jupyter kernelspec ${lang!.slice(jupyterPrefix.length)}, run in this workspace's sandbox` : "";
@@ -437,14 +468,14 @@ export class Notebook implements CellHost {
   }
 
   private setStatus(text: string, state: string) {
-    this.statusEl.textContent = this.language ? `${this.language}: ${text}` : text;
+    this.statusEl.textContent = this.language ? `${this.languageTitle}: ${text}` : text;
     this.statusEl.dataset.state = state;
   }
 
   /** The kernel as the workbench names it. */
   private register() {
     if (!this.kernelId || !this.language) return;
-    this.mgr.wb.kernels.set({ kernelId: this.kernelId, language: this.language, title: this.title });
+    this.mgr.wb.kernels.set({ kernelId: this.kernelId, language: this.languageTitle, title: this.title });
     if (this.mgr.active === this) this.mgr.wb.kernels.setActive(this.kernelId);
   }
 
@@ -456,7 +487,8 @@ export class Notebook implements CellHost {
       this.setStatus("starting", "starting");
       const { client, workspaceId } = this.mgr.wb;
       try {
-        const r = await client.request(Methods.KernelStart, { language, workspaceId, ...this.mgr.wb.networkParams(), workDoneToken: `kernel-start-${Date.now()}` });
+        const interpreter = interpreterOf(language);
+        const r = await client.request(Methods.KernelStart, { language: baseLanguage(language), ...(interpreter ? { interpreter } : {}), workspaceId, ...this.mgr.wb.networkParams(), workDoneToken: `kernel-start-${Date.now()}` });
         if (this.language !== language || this.closed) {
           // The notebook changed its language or closed while this one started.
           await client.request(Methods.KernelShutdown, { kernelId: r.kernelId }).catch(() => {});
@@ -595,9 +627,9 @@ export class Notebook implements CellHost {
 
   private async changeLanguage(lang: string) {
     if (lang === this.language || !lang) return;
-    const cap = this.mgr.wb.languages.find((l) => l.id === lang);
+    const label = [...this.picker.options].find((o) => o.value === lang)?.textContent ?? lang;
     if (this.kernelId || this.starting) {
-      const ok = await this.mgr.wb.confirm(`Change the kernel of ${this.title} to ${cap ? languageLabel(cap) : lang}? Its ${this.language} kernel is shut down: its variables are lost.`, "Change kernel");
+      const ok = await this.mgr.wb.confirm(`Change the kernel of ${this.title} to ${label}? Its ${this.languageTitle} kernel is shut down: its variables are lost.`, "Change kernel");
       if (!ok) {
         this.picker.value = this.language ?? "";
         return;
@@ -634,7 +666,7 @@ export class Notebook implements CellHost {
 
   async restart(ask = false) {
     if (!this.kernelId) return this.ensureKernel().catch(() => {});
-    if (ask && !(await this.mgr.wb.confirm(`Restart the ${this.language} kernel of ${this.title}? Its variables are lost.`, "Restart"))) return;
+    if (ask && !(await this.mgr.wb.confirm(`Restart the ${this.languageTitle} kernel of ${this.title}? Its variables are lost.`, "Restart"))) return;
     this.setStatus("restarting", "restarting");
     await this.mgr.wb.client.request(Methods.KernelRestart, { kernelId: this.kernelId }).catch((e) => this.mgr.wb.progress(errText(e)));
   }
@@ -729,7 +761,7 @@ export class Notebook implements CellHost {
       const undo = el("button", { class: "undo", title: "restore the workspace's files to how they were before this execution" }, "undo");
       // The undo may take the notebook's own file back too: it reloads (or asks) then.
       undo.onclick = () =>
-        void changes.undo({ executionId: r.executionId, executionCount: r.executionCount, checkpoint: r.checkpoint, language: this.language }).then((ok) => {
+        void changes.undo({ executionId: r.executionId, executionCount: r.executionCount, checkpoint: r.checkpoint, language: this.languageTitle }).then((ok) => {
           if (ok) void this.checkDisk();
         });
       line.append(" ", undo);
@@ -1067,7 +1099,7 @@ export class Notebook implements CellHost {
 
   inspect(cell: Cell, code: string, pos: number) {
     if (!this.kernelId || !this.supports(Methods.KernelInspect)) {
-      cell.showInspect(this.kernelId ? `${this.language} cannot show help (kernel/inspect)` : "no kernel yet: run a cell first");
+      cell.showInspect(this.kernelId ? `${this.languageTitle} cannot show help (kernel/inspect)` : "no kernel yet: run a cell first");
       return;
     }
     void this.mgr.wb.client

@@ -562,6 +562,56 @@ test("two notebooks in two languages: each its own kernel; closing one shuts its
   assert.equal(await page.evaluate(() => window.cellbox.workbench.kernels.all.length), 1);
 });
 
+test("another interpreter of the host (pyenv's) in the kernel list: kernel/start gets it, the notebook remembers it", async (t) => {
+  const others = await page.evaluate(() => (window.cellbox.client.initializeResult.capabilities.interpreters ?? []).filter((i) => i.language === "python" && i.source !== "system"));
+  if (!others.length) {
+    t.skip("no python interpreter besides the system's on this host (pyenv, uv)");
+    return;
+  }
+  const want = others.at(-1);
+  const count = await page.evaluate(() => window.cellbox.notebooks.list.length);
+  await page.click("button.new-notebook");
+  const path = await waitFor(() => page.evaluate((n) => window.cellbox.notebooks.list.length > n && window.cellbox.notebooks.list.at(-1).path, count), { what: "the new notebook" });
+  const nb = nbOf(path);
+  await nb.waitFor();
+  const group = await nb.locator('select.language optgroup[label="Interpreters"] option').evaluateAll((os) => os.map((o) => [o.value, o.textContent]));
+  assert.ok(group.some(([v, text]) => v === `python@${want.path}` && text.includes(want.version) && text.includes(want.source)), JSON.stringify(group));
+  // Every kernel/start the page sends, from here on.
+  await page.evaluate(() => {
+    const c = window.cellbox.client;
+    const request = c.request.bind(c);
+    window.starts = [];
+    c.request = (method, params, opts) => {
+      if (method === "kernel/start") window.starts.push(params);
+      return request(method, params, opts);
+    };
+  });
+  await nb.locator("select.language").selectOption(`python@${want.path}`);
+  const start = await waitFor(() => page.evaluate(() => window.starts[0]), { what: "kernel/start" });
+  assert.equal(start.language, "python");
+  assert.equal(start.interpreter, want.path);
+  // The workspace's sandbox runs already (the terminal, the other notebook) without that
+  // interpreter's directory: the daemon says so, and the status shows it; or it runs it.
+  await waitFor(async () => new RegExp(`^python ${want.version.replace(/\./g, "\\.")}: (idle|cannot start: .*does not bind)`).test(await nb.locator(".kernel-status").innerText()), { what: `python ${want.version}`, timeoutMs: 60_000 }).catch(async (e) => {
+    throw new Error(`${e.message}; status: ${await nb.locator(".kernel-status").innerText()}`);
+  });
+  await shot("8b-interpreter");
+  await nb.locator("button.save").click();
+  await waitFor(async () => !(await dirty(path)), { what: "saved" });
+  const saved = JSON.parse(await savedFile(path));
+  assert.deepEqual(saved.metadata.cellbox, { language: "python", interpreter: want.path });
+  assert.equal(saved.metadata.kernelspec.name, "python3");
+  await tab(path).locator(".tab-close").click();
+  await waitFor(async () => (await nbOf(path).count()) === 0, { what: "closed" });
+  // Opened again: the same interpreter.
+  await page.evaluate((p) => window.cellbox.workbench.openPath(p), path);
+  await waitFor(async () => (await nbOf(path).locator("select.language").inputValue()) === `python@${want.path}`, { what: "the interpreter remembered" });
+  await tab(path).locator(".tab-close").click();
+  await waitFor(async () => (await nbOf(path).count()) === 0, { what: "closed again" });
+  await page.evaluate(() => delete window.cellbox.client.request);
+  assert.equal((await stats()).kernels, 1, "only the analysis notebook's kernel");
+});
+
 test("a change on disk reloads a clean notebook; unsaved edits survive a reload as a draft and close asks", async () => {
   const ws = await workspaceId();
   const nb = nbOf("analysis.ipynb");
