@@ -351,9 +351,11 @@ test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and
     ),
   );
   const group = picker.at(-1);
+  // Between them, the host's other interpreters (pyenv's...), when it has some.
+  assert.ok(picker.slice(0, -1).every((o) => !o.group || (o.group === "Interpreters" && o.options.every((x) => /^[a-z]+@\//.test(x.id)))));
   assert.equal(group.group, "Jupyter kernels (sandboxed)");
   assert.deepEqual(
-    picker.slice(0, -1).map((o) => o.id),
+    picker.filter((o) => !o.group).map((o) => o.id),
     langs.filter((l) => !l.id.startsWith("jupyter:")).map((l) => l.id),
     "cellbox's languages come first, outside the group",
   );
