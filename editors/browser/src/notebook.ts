@@ -19,7 +19,11 @@ const languageLabel = (l: LanguageCapability) => `${l.displayName} ${l.version ?
 const featureName = (method: string) => method.replace(/^kernel\//, "").replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase();
 
 /** An error as a person reads it: the message and the daemon's detail. */
-export const errText = (e: unknown) => `${(e as Error).message}${(e as RPCError).data?.detail ? ` (${(e as RPCError).data!.detail})` : ""}`;
+export const errText = (e: unknown) => {
+  const msg = String((e as Error)?.message ?? e);
+  const detail = (e as RPCError)?.data?.detail;
+  return detail && !msg.includes(detail) ? `${msg} (${detail})` : msg;
+};
 
 /** A notebook as the session keeps it across reloads. */
 export interface SessionEntry {
@@ -496,6 +500,7 @@ export class Notebook implements CellHost {
         }
         this.kernelId = r.kernelId;
         this.languageInfo = r.languageInfo;
+        this.showMessage("");
         await client.followKernel(r.kernelId, false);
         this.register();
         this.mgr.saveSession();
@@ -508,7 +513,10 @@ export class Notebook implements CellHost {
         const warn = interp?.warning ? ` · ${interp.warning}` : "";
         this.statusEl.title = `kernel ${r.kernelId}: ${[info?.name, info?.version].filter(Boolean).join(" ") || r.language}${where}${warn}`;
       } catch (e) {
-        this.setStatus(`cannot start: ${errText(e)}`, "dead");
+        // The status stays short; the reason goes in the bar over the cells.
+        this.setStatus("cannot start", "dead");
+        this.statusEl.title = errText(e);
+        this.showMessage(`The ${this.languageTitle} kernel cannot start: ${errText(e)}`);
         throw e;
       } finally {
         this.starting = undefined;

@@ -592,9 +592,13 @@ test("another interpreter of the host (pyenv's) in the kernel list: kernel/start
   assert.equal(start.interpreter, want.path);
   // The workspace's sandbox runs already (the terminal, the other notebook) without that
   // interpreter's directory: the daemon says so, and the status shows it; or it runs it.
-  await waitFor(async () => new RegExp(`^python ${want.version.replace(/\./g, "\\.")}: (idle|cannot start: .*does not bind)`).test(await nb.locator(".kernel-status").innerText()), { what: `python ${want.version}`, timeoutMs: 60_000 }).catch(async (e) => {
+  const status = new RegExp(`^python ${want.version.replace(/\./g, "\\.")}: (idle|cannot start)$`);
+  await waitFor(async () => status.test(await nb.locator(".kernel-status").innerText()), { what: `python ${want.version}`, timeoutMs: 60_000 }).catch(async (e) => {
     throw new Error(`${e.message}; status: ${await nb.locator(".kernel-status").innerText()}`);
   });
+  if (/cannot start/.test(await nb.locator(".kernel-status").innerText())) {
+    assert.match(await nb.locator(".nb-message").innerText(), new RegExp(`^The python ${want.version.replace(/\./g, "\\.")} kernel cannot start: .*does not bind`));
+  }
   await shot("8b-interpreter");
   await nb.locator("button.save").click();
   await waitFor(async () => !(await dirty(path)), { what: "saved" });
