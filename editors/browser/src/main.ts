@@ -7,13 +7,13 @@
 // between them keep their sizes across reloads.
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
-import { CellboxClient, Methods, tokenFromPage, type KernelInputRequestParams } from "../client/client";
+import { CellboxClient, Methods, tokenFromPage } from "../client/client";
 import { el } from "./dom";
 import { FileEditors } from "./fileeditor";
 import { Files } from "./files";
 import { splitter } from "./layout";
 import { InstallPanel, NetworkPanel } from "./network";
-import { Notebook } from "./notebook";
+import { Notebooks } from "./notebooks";
 import { Session } from "./session";
 import { Tabs } from "./tabs";
 import { KernelsPanel } from "./kernels";
@@ -94,7 +94,6 @@ async function main() {
   setConn("open");
   client.onState(setConn);
   reconnect.onclick = () => client.drop();
-  client.handle(Methods.KernelInputRequest, (p: KernelInputRequestParams) => ({ value: window.prompt(p.prompt || "input") ?? "" }));
 
   // #workspace=ID (a fork's "open it" link): that workspace; else the one of the project.
   const wanted = new URLSearchParams(location.hash.slice(1)).get("workspace");
@@ -127,32 +126,31 @@ async function main() {
     confirm: confirmDialog,
   };
 
-  const current: { nb?: Notebook } = {};
+  const kernelName = (kernelId: string) => {
+    const k = wb.kernels.get(kernelId);
+    return k ? `the ${k.language} kernel of ${k.title}` : undefined;
+  };
   // The project tree, the changes panel, and the file editors (the last opener: any path).
   const tree = new Tree(wb, files);
-  const fileView = new Files(wb, changes, tree, (kernelId) => kernelId === current.nb?.kernelId || wb.kernels.get(kernelId) !== undefined);
+  const fileView = new Files(wb, changes, tree, (kernelId) => !!wb.kernels.get(kernelId));
   const editors = new FileEditors(wb, tree);
   openers.push(editors);
-  const network = (parts.network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, (kernelId) => (current.nb && kernelId === current.nb.kernelId ? `the ${current.nb.language} kernel of the notebook` : undefined)));
+  const network = (parts.network = new NetworkPanel(client, ws.workspaceId, ws.root, bars, tools, kernelName));
   const install = new InstallPanel(client, ws.workspaceId, tools);
-  const nbRoot = el("section", { class: "notebook" });
-  docs.open({ id: "nb:scratch", title: "scratch", body: nbRoot });
-  const nb = new Notebook(client, ws.workspaceId, nbRoot, wb.languages, wb.progress, wb.networkParams);
-  current.nb = nb;
-  nb.files = fileView;
   wb.changes = fileView;
-  nb.add("print('hello from the sandbox')");
+  // Notebooks: .ipynb files in tabs, each with its kernel; kernel/inputRequest goes to the asking cell.
+  const notebooks = new Notebooks(wb);
   const terminals = new Terminals(wb);
   const variables = new VariablesPanel(wb);
   const kernels = new KernelsPanel(wb);
   client.onReconnected(async () => {
-    await Promise.all([tree.rewatch().then(() => fileView.refresh()), nb.resync()]);
+    await Promise.all([tree.rewatch().then(() => fileView.refresh()), notebooks.resync()]);
   });
   // For tests and for people poking at the page from the console.
   window.cellbox = {
     client,
     workbench: wb,
-    notebook: nb,
+    notebooks,
     files: fileView,
     tree,
     editors,
@@ -167,7 +165,7 @@ async function main() {
     network,
     install,
   };
-  await Promise.all([tree.start().then(() => fileView.start()), terminals.restore().catch(() => {}), nb.ensureKernel().catch(() => {}), editors.restore()]);
+  await Promise.all([tree.start().then(() => fileView.start()), terminals.restore().catch(() => {}), notebooks.restore(), editors.restore()]);
   document.body.dataset.ready = "true";
 }
 

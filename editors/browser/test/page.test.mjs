@@ -51,9 +51,11 @@ const lastCell = () => page.locator(".cell").last();
 const cellOut = (cell) => cell.locator(".outputs");
 
 async function runCell(code, { newCell = true } = {}) {
+  // The notebook's tab in front (a diff or a file may have opened in a tab over it).
+  await page.locator('.docs .tab[data-tab="nb:Untitled.ipynb"]').click();
   if (newCell) await page.click("button.add-cell");
   const cell = lastCell();
-  await cell.locator("textarea.code").fill(code);
+  await cell.locator(".cm-content").fill(code);
   await cell.locator("button.run").click();
   return cell;
 }
@@ -81,6 +83,9 @@ test("the page loads, drops the token from the address bar, runs a python cell",
   await page.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
   assert.ok(!page.url().includes("token"), `address bar: ${page.url()}`);
   assert.equal(await page.locator(".conn").getAttribute("data-state"), "open");
+  // A new notebook (Untitled.ipynb) with one cell; its kernel starts with the first run.
+  await page.click("button.new-notebook");
+  await page.locator('section.notebook[data-path="Untitled.ipynb"] .cell').waitFor();
   const cell = await runCell("x = 6 * 7\nprint('the answer is', x)\nx", { newCell: false });
   await waitFor(async () => (await cellOut(cell).innerText()).includes("the answer is 42"), { what: "cell output" });
   await waitFor(async () => (await cell.locator(".prompt").innerText()) === "[1]:", { what: "execution count 1" });
@@ -200,11 +205,12 @@ test("run all, interrupt, restart, and another language for the notebook", async
   await waitFor(async () => (await slow.getAttribute("data-status")) === "interrupted", { what: "interrupted" });
   // Restart resets the state and the execution count; run all runs every cell in order.
   await page.click("button.restart");
+  await page.click("dialog.confirm .confirm-ok");
   await waitFor(async () => (await page.locator(".kernel-status").getAttribute("data-state")) === "idle", { what: "idle after restart" });
   await page.evaluate(() => document.querySelectorAll(".cell").forEach((c, i) => i > 0 && c.querySelector("button.delete").click()));
-  await page.locator(".cell textarea.code").first().fill("y = 1\nprint('first', y)");
+  await page.locator(".cell .cm-content").first().fill("y = 1\nprint('first', y)");
   await page.click("button.add-cell");
-  await lastCell().locator("textarea.code").fill("print('second', y + 1)");
+  await lastCell().locator(".cm-content").fill("print('second', y + 1)");
   await page.click("button.run-all");
   const cells = page.locator(".cell");
   await waitFor(async () => (await cells.nth(1).locator(".outputs").innerText()).includes("second 2"), { what: "run all" });
@@ -212,17 +218,27 @@ test("run all, interrupt, restart, and another language for the notebook", async
   await waitFor(async () => (await cells.nth(1).locator(".prompt").innerText()) !== "[*]:", { what: "the second cell's response" });
   assert.equal(await cells.nth(0).locator(".prompt").innerText(), "[1]:");
   assert.equal(await cells.nth(1).locator(".prompt").innerText(), "[2]:");
-  // The notebook's language: a bash kernel in the same workspace sees the committed file.
+  // Another notebook in another language: a bash kernel in the same workspace sees the committed file.
   const langs = await page.evaluate(() => window.cellbox.client.initializeResult.capabilities.languages.filter((l) => l.available).map((l) => l.id));
   if (langs.includes("bash")) {
-    await page.selectOption("select.language", "bash");
-    await waitFor(async () => /^bash: idle/.test(await page.locator(".kernel-status").innerText()), { what: "bash kernel" });
-    const sh = await runCell("echo $((20+22)); cat made_by_cell.txt");
+    await page.click("button.new-notebook");
+    const other = page.locator('section.notebook[data-path="Untitled1.ipynb"]');
+    await other.waitFor();
+    await other.locator("select.language").selectOption("bash");
+    await waitFor(async () => /^bash: idle/.test(await other.locator(".kernel-status").innerText()), { what: "bash kernel" });
+    const sh = other.locator(".cell").last();
+    await sh.locator(".cm-content").fill("echo $((20+22)); cat made_by_cell.txt");
+    await sh.locator("button.run").click();
     await waitFor(async () => /42\s+written in the sandbox/.test(await cellOut(sh).innerText()), { what: "bash output" });
     await waitFor(async () => (await sh.locator(".prompt").innerText()) !== "[*]:", { what: "the bash cell's response" });
     assert.equal(await sh.locator(".prompt").innerText(), "[1]:");
-  }
-  await shot("7-run-all-language");
+    await shot("7-run-all-language");
+    // Saved, closed: its kernel goes with it; the python notebook is in front again.
+    await page.keyboard.press("Control+s");
+    await waitFor(async () => !(await page.locator('.tab[data-tab="nb:Untitled1.ipynb"]').evaluate((t) => t.classList.contains("dirty"))), { what: "saved" });
+    await page.locator('.tab[data-tab="nb:Untitled1.ipynb"] .tab-close').click();
+    await waitFor(async () => (await other.count()) === 0, { what: "the bash notebook closed" });
+  } else await shot("7-run-all-language");
 });
 
 test("a reload works without the token in the address, and no cookie carries it", async () => {
@@ -264,7 +280,7 @@ test("a blocked connection asks once, in a bar over the notebook; Allow once sen
   assert.equal(await page.locator(".network-bar").count(), 1);
   const bar = page.locator(".network-bar");
   assert.equal(await bar.getAttribute("data-rule"), "blocked.example:80");
-  assert.match(await bar.locator(".message").innerText(), /^cellbox blocked blocked\.example:80 \(.+\) from the python kernel of the notebook\. Allow\?$/);
+  assert.match(await bar.locator(".message").innerText(), /^cellbox blocked blocked\.example:80 \(.+\) from the python kernel of Untitled\.ipynb\. Allow\?$/);
   await shot("9-network-blocked");
   await bar.locator("button.allow-once").click();
   const set = await waitFor(() => page.evaluate(() => window.sentRequests.find(([m]) => m === "workspace/setNetwork")?.[1]), { what: "workspace/setNetwork" });
@@ -339,9 +355,11 @@ test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and
     ),
   );
   const group = picker.at(-1);
+  // Between them, the host's other interpreters (pyenv's...), when it has some.
+  assert.ok(picker.slice(0, -1).every((o) => !o.group || (o.group === "Interpreters" && o.options.every((x) => /^[a-z]+@\//.test(x.id)))));
   assert.equal(group.group, "Jupyter kernels (sandboxed)");
   assert.deepEqual(
-    picker.slice(0, -1).map((o) => o.id),
+    picker.filter((o) => !o.group).map((o) => o.id),
     langs.filter((l) => !l.id.startsWith("jupyter:")).map((l) => l.id),
     "cellbox's languages come first, outside the group",
   );
@@ -361,6 +379,7 @@ test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and
   // A clean notebook of one cell, then IRkernel. Its start takes seconds, more on a busy machine.
   await page.evaluate(() => document.querySelectorAll(".cell").forEach((c, i) => i > 0 && c.querySelector("button.delete").click()));
   await page.selectOption("select.language", "jupyter:ir");
+  await page.click("dialog.confirm .confirm-ok");
   await waitFor(async () => /^jupyter:ir: idle/.test(await page.locator(".kernel-status").innerText()), { what: "IRkernel started", timeoutMs: 120_000 }).catch(async (e) => {
     throw new Error(`${e.message}; status: ${await page.locator(".kernel-status").innerText()}; daemon: ${d.stderr().slice(-2000)}`);
   });
@@ -396,6 +415,7 @@ test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and
 
   // ipykernel in the same workspace: its value is a result.
   await page.selectOption("select.language", "jupyter:python3");
+  await page.click("dialog.confirm .confirm-ok");
   await waitFor(async () => /^jupyter:python3: idle/.test(await page.locator(".kernel-status").innerText()), { what: "ipykernel started", timeoutMs: 120_000 }).catch(async (e) => {
     throw new Error(`${e.message}; status: ${await page.locator(".kernel-status").innerText()}; daemon: ${d.stderr().slice(-2000)}`);
   });
@@ -432,14 +452,15 @@ test("a cell's changed files under its output; activity with another client's ru
   const runCell = async (code) => {
     await page.click("button.add-cell");
     const cell = page.locator(".cell").last();
-    await cell.locator("textarea.code").fill(code);
+    await cell.locator(".cm-content").fill(code);
     await cell.locator("button.run").click();
     return cell;
   };
   try {
     await page.goto(d2.url);
     await page.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
-    await waitFor(async () => /^python: idle/.test(await page.locator(".kernel-status").innerText()), { what: "python kernel" });
+    await page.click("button.new-notebook");
+    await page.locator('section.notebook[data-path="Untitled.ipynb"] .cell').waitFor();
     // The page asks in its own dialogs (wb.confirm, and a text field for names).
     const dialogs = [];
     const answer = async (value) => {
