@@ -424,12 +424,16 @@ func (k *Kernel) answerInput(d *driver, execID, prompt string, password bool) {
 	e := k.current
 	k.mu.Unlock()
 	r := &request{Op: "input", ID: execID, EOF: true}
+	// The question is over before its answer goes out: the driver may ask
+	// the next one (a second input() of the same cell) as soon as it reads
+	// the answer, and that one must not find this one still pending.
 	defer func() {
 		k.mu.Lock()
 		if e != nil {
 			e.asking = false
 		}
 		k.mu.Unlock()
+		_ = d.send(r)
 	}()
 	if e != nil && e.id == execID && e.req.Ask != nil && e.req.Params.AllowStdin {
 		// The question is withdrawn when the execution is cancelled or the
@@ -470,7 +474,6 @@ func (k *Kernel) answerInput(d *driver, execID, prompt string, password bool) {
 			k.m.log.Debug("input request not answered; the read sees end of file", "kernel", k.id, "err", err)
 		}
 	}
-	_ = d.send(r)
 }
 
 func (m *Manager) count(s protocol.ExecutionStatus) {

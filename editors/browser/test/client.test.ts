@@ -143,6 +143,31 @@ test("server-to-client requests are answered by handle()", async () => {
   }
 });
 
+// A cell that reads twice (input(), then getpass()) is asked twice, run after
+// run: the daemon ends one question before the driver can ask the next (it
+// once answered first, and a second question that came quickly enough was
+// refused as "another is pending", leaving the cell waiting forever).
+test("two reads in one execution are both asked, in every run", async () => {
+  const c = await connect({ capabilities: { inputRequest: true } });
+  try {
+    const asked: string[] = [];
+    c.handle(Methods.KernelInputRequest, (p) => {
+      asked.push(`${p.prompt.trim()}${p.password ? " (password)" : ""}`);
+      return { value: `v${asked.length}` };
+    });
+    const k = await c.request(Methods.KernelStart, { language: "python" });
+    for (let i = 0; i < 20; i++) {
+      const r = await c.request(Methods.KernelExecute, { kernelId: k.kernelId, code: "import getpass\nprint(input('a?') + getpass.getpass('b?'))", allowStdin: true, timeoutMs: 30_000 });
+      assert.equal(r.status, "ok", `run ${i}: ${JSON.stringify(r)}`);
+    }
+    assert.equal(asked.length, 40);
+    assert.deepEqual(asked.slice(0, 2), ["a?", "b? (password)"]);
+    await c.request(Methods.KernelShutdown, { kernelId: k.kernelId });
+  } finally {
+    await c.close();
+  }
+});
+
 test("backoff: reconnects to a daemon that comes back; kernels it no longer has are dropped", async () => {
   const token = "0123456789abcdef0123456789abcdef";
   let d1: any = await startDaemon({ args: ["--token", token] });
