@@ -17,9 +17,15 @@ purify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
-/** sanitizeHTML is html without scripts, handlers or javascript: URLs. */
-export function sanitizeHTML(html: string): string {
-  return purify.sanitize(html, { FORBID_TAGS: ["form", "input", "button", "textarea", "select"] });
+/**
+ * sanitizeHTML is html without scripts, handlers, javascript: URLs or forms.
+ * inPage: the html goes into the page itself (a markdown cell), so it also
+ * loses <style> elements (they would restyle the whole IDE) and style
+ * attributes (position: fixed would lay a look-alike of the IDE over it).
+ */
+export function sanitizeHTML(html: string, inPage = false): string {
+  const forms = ["form", "input", "button", "textarea", "select"];
+  return purify.sanitize(html, inPage ? { FORBID_TAGS: [...forms, "style", "link"], FORBID_ATTR: ["style"] } : { FORBID_TAGS: forms });
 }
 
 /** The data: URL of an attachment: its first image type (nbformat keeps images base64). */
@@ -45,5 +51,5 @@ export function renderMarkdownCell(el: HTMLElement, source: string, attachments?
     },
   });
   const html = md.parse(source) as string;
-  el.innerHTML = sanitizeHTML(html);
+  el.innerHTML = sanitizeHTML(html, true);
 }

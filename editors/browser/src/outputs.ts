@@ -31,34 +31,49 @@ const maxHTMLHeight = 1200;
 // sizeHTML sizes an html output's iframe to its content. The iframe is
 // sandboxed without allow-same-origin and without scripts, so the page can
 // neither look into it nor be told its height by a script of its own.
-// Instead the page lays out a copy of the html, sanitized by DOMPurify (no
-// script, no handler), in a hidden shadow root (its styles stay inside) of
-// the iframe's width with the iframe's style, and gives the iframe that
-// height; again when the width changes or an image of the copy loads. No
-// script of the output runs anywhere: not in the iframe (sandbox), not in
-// the copy (sanitized, and never shown).
+// Instead the page lays out a copy of the html (sanitized by DOMPurify as
+// well) in a measuring iframe of its own, off screen, of the output's width:
+// sandboxed too, without scripts, but with allow-same-origin so that the
+// page can read its height. Nothing of the copy can reach the page: an
+// iframe's content is drawn inside its box, whatever its CSS says (a copy in
+// the page itself, even in a shadow root, could be styled out of hiding
+// with position: fixed or :host rules). The copy is gone once measured; it
+// is made again when the output's width changes. No script of the output
+// runs anywhere.
 function sizeHTML(f: HTMLIFrameElement, html: string) {
-  const host = document.createElement("div");
-  host.className = "out-html-measure";
-  host.setAttribute("aria-hidden", "true");
-  const shadow = host.attachShadow({ mode: "open" });
-  shadow.innerHTML = `<style>:host{all:initial;display:block}${htmlStyle.replace(/\bbody\b/, ".body")}</style><div class="body">${sanitizeHTML(html)}</div>`;
-  const body = shadow.querySelector(".body") as HTMLElement;
+  const copy = `<!doctype html><meta charset="utf-8"><style>${htmlStyle}</style>${sanitizeHTML(html)}`;
+  let width = 0;
+  let measuring: HTMLIFrameElement | undefined;
   const measure = () => {
     if (!f.isConnected) return;
     const w = f.clientWidth;
-    if (!w) return;
-    host.style.width = `${w}px`;
-    // The body's margins (4px each side) and the iframe's border.
-    const h = Math.ceil(body.getBoundingClientRect().height) + 8 + 4;
-    f.style.height = `${Math.min(maxHTMLHeight, Math.max(24, h))}px`;
+    if (!w || w === width) return;
+    width = w;
+    measuring?.remove();
+    const m = document.createElement("iframe");
+    measuring = m;
+    m.setAttribute("sandbox", "allow-same-origin");
+    m.setAttribute("aria-hidden", "true");
+    m.tabIndex = -1;
+    m.className = "out-html-measure";
+    m.style.width = `${w}px`;
+    m.addEventListener("load", () => {
+      const doc = m.contentDocument;
+      if (doc && f.isConnected) {
+        // The document's height and the iframe's border.
+        const h = Math.ceil(doc.documentElement.scrollHeight) + 4;
+        f.style.height = `${Math.min(maxHTMLHeight, Math.max(24, h))}px`;
+      }
+      m.remove();
+      if (measuring === m) measuring = undefined;
+    });
+    m.srcdoc = copy;
+    document.body.append(m);
   };
-  document.body.append(host);
-  for (const img of shadow.querySelectorAll("img")) img.addEventListener("load", measure);
   const ro = new ResizeObserver(() => {
     if (!f.isConnected) {
       ro.disconnect();
-      host.remove();
+      measuring?.remove();
       return;
     }
     measure();

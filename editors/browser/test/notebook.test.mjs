@@ -34,7 +34,7 @@ nb = new_notebook(metadata={
     "language_info": {"name": "python", "version": "3.11.2", "file_extension": ".py", "mimetype": "text/x-python"},
     "custom": {"team": "data", "tags": [1, 2]},
 })
-md = new_markdown_cell("# Sales report\\n\\nSome **bold** text and a picture:\\n\\n![dot](attachment:dot.png)\\n\\n<script>parent.document.title='pwned'</script>")
+md = new_markdown_cell("# Sales report\\n\\nSome **bold** text and a picture:\\n\\n![dot](attachment:dot.png)\\n\\n<script>parent.document.title='pwned'</script>\\n\\n<style>.tree-item{display:none}</style><div class='cover' style='position:fixed;inset:0;z-index:99999;background:red'>a look-alike</div>")
 md.attachments = {"dot.png": {"image/png": b64}}
 md.metadata["tags"] = ["intro"]
 c1 = new_code_cell("x = 21\\nprint('x is', x)\\nx * 2", execution_count=1, outputs=[
@@ -167,6 +167,11 @@ test("a notebook Jupyter wrote opens: markdown rendered with its attachment, out
   assert.equal(await md.locator("h1").innerText(), "Sales report");
   assert.equal(await md.locator("strong").innerText(), "bold");
   assert.equal(await md.locator("script").count(), 0);
+  // HTML in markdown goes into the page itself: no <style> restyles the IDE, no style lays
+  // something over it.
+  assert.equal(await md.locator("style").count(), 0);
+  assert.equal(await md.locator("div.cover").getAttribute("style"), null);
+  assert.equal(await page.evaluate(() => getComputedStyle(document.querySelector(".md-view div.cover")).position), "static");
   const att = md.locator("img");
   assert.match(await att.getAttribute("src"), /^data:image\/png;base64,iVBORw0KGgo/);
   await waitFor(() => att.evaluate((i) => i.complete && i.naturalWidth === 120), { what: "the attachment decoded" });

@@ -105,7 +105,7 @@ test("rich outputs: matplotlib png, svg, html in a sandboxed iframe, markdown, d
 
   const rich = await runCell(
     [
-      "display({'text/html': '<table><tr><th>a</th></tr><tr><td>1</td></tr></table><script>parent.document.title=\"pwned\"</script>'}, raw=True)",
+      "display({'text/html': '<table><tr><th>a</th></tr><tr><td>1</td></tr></table><script>parent.document.title=\"pwned\"</script><div class=\"cover\" style=\"position:fixed;inset:0;z-index:99999;background:red\">x</div>'}, raw=True)",
       "display({'text/markdown': '# Title\\n\\nsome **bold** and <b>not html</b>'}, raw=True)",
       "display({'image/svg+xml': '<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"40\" height=\"40\"><circle cx=\"20\" cy=\"20\" r=\"15\" fill=\"red\"/></svg>'}, raw=True)",
       "h = display({'text/plain': 'step 0'}, raw=True, display_id=True)",
@@ -116,6 +116,11 @@ test("rich outputs: matplotlib png, svg, html in a sandboxed iframe, markdown, d
   await frame.waitFor();
   assert.equal(await frame.getAttribute("sandbox"), "");
   assert.equal(await frame.contentFrame().locator("td").innerText(), "1");
+  // The html and its fixed-position cover stay inside the iframe: nothing of it is in the
+  // page (the copy that measures its height is laid out in an iframe too, then removed).
+  await waitFor(async () => (await page.locator(".out-html-measure").count()) === 0, { what: "the measuring copy removed" });
+  assert.equal(await page.locator(".cover").count(), 0);
+  assert.equal(await frame.contentFrame().locator(".cover").count(), 1);
   const md = rich.locator(".out-markdown");
   await md.waitFor();
   assert.equal(await md.locator("h1").innerText(), "Title");
