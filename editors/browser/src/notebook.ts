@@ -414,7 +414,7 @@ export class Notebook implements CellHost {
   async reload() {
     const { client, workspaceId, session } = this.mgr.wb;
     const r = await client.request(Methods.FsRead, { workspaceId, path: this.path });
-    const doc = parseNotebook(r.content);
+    const doc = parseNotebook(r.encoding === "base64" ? new TextDecoder().decode(Uint8Array.from(atob(r.content), (ch) => ch.charCodeAt(0))) : r.content);
     this.disk = { mtime: r.mtime, size: r.size };
     session.set(`notebooks.draft:${this.path}`, undefined);
     const sel = this.selected;

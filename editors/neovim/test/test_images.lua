@@ -37,6 +37,13 @@ H.main(function()
     H.check(long:find("m=0;" .. string.rep("A", 10000 - 8192) .. "\27\\", 1, true), "last chunk")
   end)
 
+  H.test("kitty: only base64 is sent; a stored output with escape sequences of its own is not", function()
+    H.eq(png, kitty.png_of({ outputs = { { data = { ["image/png"] = png .. "\n" } } } }))
+    -- ESC \\ would end the image and OSC 52 set the terminal's clipboard.
+    local forged = "iVBORw0KGgo=\27\\\27]52;c;ZXZpbA==\7"
+    H.eq(nil, kitty.png_of({ outputs = { { data = { ["image/png"] = forged } } } }))
+  end)
+
   H.test("no image protocol: the image's path is shown and nothing is written to the terminal", function()
     -- "auto" in kitty's $TERM, but headless: there is no terminal to draw on.
     vim.env.TERM = "xterm-kitty"

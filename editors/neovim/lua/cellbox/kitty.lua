@@ -84,8 +84,14 @@ M.images = {}
 function M.png_of(exec)
   for i = #exec.outputs, 1, -1 do
     local d = exec.outputs[i].data
+    -- Only base64 goes to the terminal: a stored output of a notebook someone sent could
+    -- carry escape sequences of its own (ESC \\ ends the image, then OSC 52 sets the clipboard).
     if type(d) == "table" and type(d["image/png"]) == "string" then
-      return d["image/png"]
+      local b64 = d["image/png"]:gsub("%s", "")
+      if b64:match("^[A-Za-z0-9+/]*=*$") then
+        return b64
+      end
+      return nil
     end
   end
 end
