@@ -30,6 +30,8 @@ type Mode = "view" | "text";
 class FileDoc {
   readonly body: HTMLElement;
   private bar: HTMLElement;
+  /** The text came from a draft edited from an older version of the file. */
+  private stale = false;
   private content: HTMLElement;
   private info: HTMLElement;
   private toggles: HTMLElement;
@@ -127,7 +129,16 @@ class FileDoc {
       let text = r.content;
       if (draft !== undefined && draft !== r.content) {
         text = draft;
-        this.showBar("Unsaved changes from your last session are back in the editor.", [["Discard them", "discard-draft", () => this.reloadFromDisk()]]);
+        const base = this.owner.draftBase(this.path);
+        // The draft was edited from another text than the file's now (an agent, a
+        // terminal or another editor wrote it since): saving asks before overwriting.
+        this.stale = base !== undefined && base !== textHash(r.content);
+        this.showBar(
+          this.stale
+            ? "Unsaved changes from your last session are back in the editor, but the file changed on disk since: saving asks before overwriting it."
+            : "Unsaved changes from your last session are back in the editor.",
+          [["Discard them", "discard-draft", () => this.reloadFromDisk()]],
+        );
       }
       if (kind === "json") {
         try {
@@ -229,14 +240,21 @@ class FileDoc {
     this.saveButton.disabled = !dirty;
     this.body.classList.toggle("dirty", dirty);
     clearTimeout(this.draftTimer);
-    this.draftTimer = setTimeout(() => this.owner.setDraft(this.path, this.dirty ? this.editor!.value : undefined), 300);
+    this.draftTimer = setTimeout(() => this.owner.setDraft(this.path, this.dirty ? this.editor!.value : undefined, this.saved), 300);
   }
 
   async save() {
     if (!this.editor || this.saved === undefined) return;
     const text = this.editor.value;
     try {
+      // Never over newer work unasked: the file as it is now against the text this
+      // editor was opened or last saved with.
+      const now = await this.wb.client.request(Methods.FsRead, { ...this.ws, path: this.path }).catch(() => undefined);
+      if (now && now.content !== text && (this.stale || now.content !== this.saved)) {
+        if (!(await this.wb.confirm(`${this.path} changed on disk since it was opened here. Overwrite it with this editor's text?`, "Overwrite"))) return;
+      }
       await this.wb.client.request(Methods.FsWrite, { ...this.ws, path: this.path, content: text, createParents: true });
+      this.stale = false;
       this.saved = text;
       this.hideBar();
       this.info.textContent = `saved ${new Date().toLocaleTimeString()}`;
@@ -362,6 +380,7 @@ class FileDoc {
 export class FileEditors implements Opener {
   private open_ = new Map<string, FileDoc>();
   private drafts: Record<string, string>;
+  private bases: Record<string, string>;
   private restoring = false;
 
   constructor(
@@ -369,6 +388,7 @@ export class FileEditors implements Opener {
     private tree: Tree,
   ) {
     this.drafts = wb.session.get<Record<string, string>>("files:drafts", {});
+    this.bases = wb.session.get<Record<string, string>>("files:draftBases", {});
     tree.onFsChange((changes: FileChange[], overflow: boolean) => {
       const paths = new Set(changes.map((c) => c.path));
       for (const d of this.open_.values()) if (overflow || paths.has(d.path)) void d.diskChanged();
@@ -470,14 +490,22 @@ export class FileEditors implements Opener {
     return this.drafts[path];
   }
 
-  setDraft(path: string, text: string | undefined) {
+  /** The hash of the file's text the draft of path was edited from (undefined: not known). */
+  draftBase(path: string): string | undefined {
+    return this.bases[path];
+  }
+
+  setDraft(path: string, text: string | undefined, base?: string) {
     if (text === undefined) {
       if (!(path in this.drafts)) return;
       delete this.drafts[path];
+      delete this.bases[path];
     } else {
       this.drafts[path] = text;
+      if (base !== undefined) this.bases[path] = textHash(base);
     }
     this.wb.session.set("files:drafts", this.drafts);
+    this.wb.session.set("files:draftBases", this.bases);
   }
 
   async download(path: string) {
@@ -488,4 +516,14 @@ export class FileEditors implements Opener {
       this.tree.say(`cannot download ${path}: ${(e as Error).message}`, true);
     }
   }
+}
+
+/** A short hash of a text (FNV-1a, 32 bits), to tell whether a draft's base is the file's text. */
+function textHash(s: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return `${s.length}:${(h >>> 0).toString(16)}`;
 }

@@ -137,7 +137,9 @@ export class Notebooks {
         if (!e || typeof e.path !== "string") continue;
         const entry = { ...e, kernelId: e.kernelId && alive.has(e.kernelId) ? e.kernelId : undefined };
         const nb = await this.open(e.path, entry);
-        if (nb.failed && entry.kernelId) {
+        // A kernel the notebook did not take back (it failed to open, or its language is
+        // no longer offered and it runs on another) is shut down: no orphan is left.
+        if (entry.kernelId && (nb.failed || nb.kernelId !== entry.kernelId)) {
           await this.wb.client.request(Methods.KernelShutdown, { kernelId: entry.kernelId }).catch(() => {});
         }
       }

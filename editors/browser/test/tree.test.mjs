@@ -291,6 +291,14 @@ test("edit a file in CodeMirror, Ctrl+S: a modified change with its diff; the ta
   await waitFor(async () => (await bar.isVisible()) && /changed on disk/.test(await bar.innerText()), { what: "the changed-on-disk bar" });
   assert.ok((await editorText()).includes("# mine"), "the edit is kept until asked");
   await shot("editor-3-changed-on-disk");
+  // Ctrl+S while the bar asks: a question, not a silent overwrite; Cancel keeps the disk's v3.
+  await activeDoc().locator(".cm-content").click();
+  await page.keyboard.press("Control+s");
+  const ask = page.locator("dialog.confirm[open]");
+  await ask.waitFor();
+  assert.match(await ask.locator("p").innerText(), /changed on disk since it was opened here/);
+  await ask.locator("button.confirm-cancel").click();
+  assert.match((await rpc("fs/read", { path: "src/app.py" })).content, /v3/);
   await bar.locator("button.reload").click();
   await waitFor(async () => (await editorText()).includes("v3") && !(await editorText()).includes("# mine"), { what: "reloaded from disk" });
   assert.ok(!(await tab.evaluate((t) => t.classList.contains("dirty"))));
