@@ -124,6 +124,24 @@ H.main(function()
     H.eq(before, vim.fn.readfile(path, "b"))
   end)
 
+  H.test(":w refuses a notebook changed on disk since it was read; :w! overwrites it", function()
+    local path = H.project .. "/changed.ipynb"
+    py(make_nb, path)
+    vim.cmd("edit " .. vim.fn.fnameescape(path))
+    -- Another program (JupyterLab, the browser IDE) writes the file meanwhile.
+    local theirs = vim.fn.readfile(path, "b")
+    theirs[#theirs + 1] = ""
+    vim.fn.writefile(theirs, path, "b")
+    local st = vim.loop.fs_stat(path)
+    vim.loop.fs_utime(path, st.atime.sec, st.mtime.sec + 5)
+    pcall(vim.cmd, "write")
+    H.eq(theirs, vim.fn.readfile(path, "b"), "their version is kept")
+    vim.cmd("write!")
+    local ok, nb = pcall(vim.json.decode, table.concat(vim.fn.readfile(path, "b"), "\n"))
+    H.check(ok and nb.nbformat == 4, "overwritten with the buffer's notebook")
+    H.check(not vim.deep_equal(theirs, vim.fn.readfile(path, "b")), "ours now")
+  end)
+
   H.test("deleting a cell and merging two: the cells that remain keep their ids", function()
     local path = H.project .. "/nb2.ipynb"
     local ids = vim.split(vim.trim(py(make_nb, path)), ",", { plain = true })

@@ -171,13 +171,20 @@ local function show_stored(buf, nb, rows)
 end
 
 --- BufReadCmd: reads the notebook at path into buf.
+-- The file's modification time and size, to tell whether it changed since it was read.
+local function stamp(path)
+  local st = vim.loop.fs_stat(path)
+  return st and string.format("%d.%d:%d", st.mtime.sec, st.mtime.nsec or 0, st.size) or nil
+end
+
 function M.read(buf, path)
   local info
   local f = io.open(path, "rb")
   if not f then
     -- A new notebook.
     info = { nb = { cells = {}, metadata = vim.empty_dict(), nbformat = 4, nbformat_minor = 5 }, comment = "#" }
-    M.buffers[buf] = info
+    info.stamp = stamp(path)
+  M.buffers[buf] = info
     set_lines(buf, { "# %%", "" })
     mark_cells(buf, info, {})
     api.nvim_buf_set_option(buf, "filetype", "python")
@@ -194,7 +201,7 @@ function M.read(buf, path)
   end
   if why then
     -- Shown and written back as it is.
-    M.buffers[buf] = { raw = true }
+    M.buffers[buf] = { raw = true, stamp = stamp(path) }
     set_lines(buf, vim.split(text:gsub("\n$", ""), "\n", { plain = true }))
     api.nvim_buf_set_option(buf, "filetype", "json")
     session.notify(vim.fn.fnamemodify(path, ":t") .. " is " .. why .. "; editing it as text", vim.log.levels.WARN)
@@ -211,6 +218,7 @@ function M.read(buf, path)
       end,
     })
   end
+  info.stamp = stamp(path)
   M.buffers[buf] = info
   local lines, rows = M.to_lines(nb)
   set_lines(buf, lines)
@@ -427,6 +435,12 @@ function M.write(buf, path)
     text = M.encode(nb) .. "\n"
   end
   local same = vim.fn.fnamemodify(api.nvim_buf_get_name(buf), ":p") == vim.fn.fnamemodify(path, ":p")
+  -- Never over newer work unasked (JupyterLab, the browser IDE, :CellboxCommit or git wrote
+  -- the file since it was read): as Vim's own W12, :w refuses and :w! overwrites.
+  if same and M.buffers[buf] and M.buffers[buf].stamp and stamp(path) ~= M.buffers[buf].stamp and vim.v.cmdbang ~= 1 then
+    session.notify(vim.fn.fnamemodify(path, ":t") .. " changed on disk since it was read; :w! overwrites it, :e! reads it again", vim.log.levels.ERROR)
+    return false
+  end
   local f, e = io.open(path, "wb")
   if not f then
     session.notify("cannot write " .. path .. ": " .. tostring(e), vim.log.levels.ERROR)
@@ -453,6 +467,9 @@ function M.write(buf, path)
         end
       end
     end
+  end
+  if same and M.buffers[buf] then
+    M.buffers[buf].stamp = stamp(path)
   end
   vim.api.nvim_echo({ { string.format('"%s" %dL, %dB written', vim.fn.fnamemodify(path, ":~:."), api.nvim_buf_line_count(buf), #text) } }, false, {})
   return true
