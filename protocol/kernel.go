@@ -311,8 +311,9 @@ type KernelInfo struct {
 	// LastActivity is when the kernel last executed or produced output (RFC 3339).
 	LastActivity time.Time `json:"lastActivity"`
 	// CPUMs is the CPU time (user and system) the kernel's processes have
-	// used so far, its children that ended included; measured when
-	// kernel/list is asked; absent when unknown (a kernel not running).
+	// used so far, with that of their children that ended and were waited
+	// for; measured when kernel/list is asked; absent when unknown (a
+	// kernel not running).
 	// An extension of version 1 (README: the daemon's extensions).
 	CPUMs *int64 `json:"cpuMs,omitempty"`
 	// MemoryBytes is the resident memory of the kernel's processes now

@@ -1101,8 +1101,9 @@ export interface KernelInfo {
   lastActivity: string;
   /**
    * cpuMs is the CPU time (user and system) the kernel's processes have
-   * used so far, its children that ended included; measured when
-   * kernel/list is asked; absent when unknown (a kernel not running).
+   * used so far, with that of their children that ended and were waited
+   * for; measured when kernel/list is asked; absent when unknown (a
+   * kernel not running).
    * An extension of version 1 (README: the daemon's extensions).
    */
   cpuMs?: number;

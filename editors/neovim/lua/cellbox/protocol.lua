@@ -726,7 +726,7 @@ M.enums = {
 ---@field executionCount integer
 ---@field startedAt string startedAt is when the kernel started (RFC 3339).
 ---@field lastActivity string lastActivity is when the kernel last executed or produced output (RFC 3339).
----@field cpuMs? integer cpuMs is the CPU time (user and system) the kernel's processes have used so far, its children that ended included; measured when kernel/list is asked; absent when unknown (a kernel not running). An extension of version 1 (README: the daemon's extensions).
+---@field cpuMs? integer cpuMs is the CPU time (user and system) the kernel's processes have used so far, with that of their children that ended and were waited for; measured when kernel/list is asked; absent when unknown (a kernel not running). An extension of version 1 (README: the daemon's extensions).
 ---@field memoryBytes? integer memoryBytes is the resident memory of the kernel's processes now (summed: a page two of them share counts twice); absent when unknown. An extension of version 1 (README: the daemon's extensions).
 
 --- KernelCompleteParams are the params of `kernel/complete`.
