@@ -10,13 +10,15 @@ build: ui
 
 # The browser IDE (editors/browser): npm ci when the lock file changes, then
 # a type check and esbuild make dist/index.html, one self-contained page that
-# the binary embeds (go:embed), so every Go build needs it.
+# the binary embeds (go:embed). dist/ is committed, so that go build and go
+# install serve the page without node; rebuild and commit it after changing
+# the page's sources (editors/browser's TestCommittedPageIsFresh checks).
 UI_DIR := editors/browser
 UI := $(UI_DIR)/dist/index.html
 ui: $(UI)
 $(UI_DIR)/node_modules/.package-lock.json: $(UI_DIR)/package-lock.json
 	cd $(UI_DIR) && npm ci --no-audit --no-fund
-$(UI): $(UI_DIR)/node_modules/.package-lock.json $(UI_DIR)/build.mjs $(UI_DIR)/tsconfig.json $(wildcard $(UI_DIR)/src/* $(UI_DIR)/client/*) editors/protocol/protocol.ts
+$(UI): $(UI_DIR)/node_modules/.package-lock.json $(UI_DIR)/build.mjs $(UI_DIR)/tsconfig.json $(wildcard $(UI_DIR)/src/* $(UI_DIR)/client/* editors/protocol/*)
 	cd $(UI_DIR) && npm run build
 
 # Starts cellbox on $(ADDR) and prints the URL (with its token) to open.
