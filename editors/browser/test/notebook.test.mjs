@@ -7,17 +7,13 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { artifacts, launchChromium } from "./chromium.mjs";
 import { startDaemon, waitFor } from "./daemon.mjs";
 
-const artifacts = process.env.CELLBOX_ARTIFACTS ?? join(tmpdir(), "cellbox-browser-artifacts");
-mkdirSync(artifacts, { recursive: true });
-const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const python = "/usr/bin/python3";
-const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 // A notebook as Jupyter writes it: a markdown cell with an attached image, code cells with
 // a stream, a result and a png, a raw cell, and metadata of its own at both levels.
@@ -79,30 +75,25 @@ const juliaNotebook = JSON.stringify({
   cells: [{ id: "c1", cell_type: "code", execution_count: null, metadata: {}, outputs: [], source: "print(6 * 7)" }],
 });
 
-let d, context, page, profile, work;
-const consoleErrors = [];
+let d, browser, page, work;
+let consoleErrors = [];
 // html outputs' scripts are blocked by their sandbox; a dropped connection logs; a reload's
 // favicon request has no token.
 const expectedConsole = /WebSocket|ERR_|connection to cellbox lost|status of 401|Blocked script execution in 'about:srcdoc'/;
 
 before(async () => {
-  assert.ok(existsSync(executablePath), `${executablePath} missing: apt-get install chromium`);
   work = mkdtempSync(join(tmpdir(), "cellbox-nb-test-"));
   d = await startDaemon({
     files: { "old.ipynb": oldNotebook, "julia.ipynb": juliaNotebook },
     setup: (project) => execFileSync(python, ["-c", makeNotebook, join(project, "analysis.ipynb"), gradient]),
   });
-  profile = mkdtempSync(join(tmpdir(), "cellbox-chromium-"));
-  context = await chromium.launchPersistentContext(profile, { executablePath, headless: true, args: flags, viewport: { width: 1400, height: 950 } });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
-  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  browser = await launchChromium({ viewport: { width: 1400, height: 950 } });
+  ({ page, consoleErrors } = browser);
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   await d?.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   if (work) rmSync(work, { recursive: true, force: true });
 });
 

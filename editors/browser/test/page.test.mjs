@@ -6,22 +6,16 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { artifacts, collectErrors, launchChromium } from "./chromium.mjs";
 import { startDaemon, waitFor } from "./daemon.mjs";
 
-const artifacts = process.env.CELLBOX_ARTIFACTS ?? join(tmpdir(), "cellbox-browser-artifacts");
-mkdirSync(artifacts, { recursive: true });
-const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
-
-let d, context, page, profile, jupyterPath;
-const consoleErrors = [];
+let d, browser, context, page, jupyterPath;
+let consoleErrors = [];
 // Console messages the page may log: a dropped or refused connection on purpose, and
 // html outputs' scripts that their sandboxed iframes block.
 const expectedConsole = /WebSocket|ERR_|connection to cellbox lost|status of 401|Blocked script execution in 'about:srcdoc'/;
 
 before(async () => {
-  assert.ok(existsSync(executablePath), `${executablePath} missing: apt-get install chromium`);
   // Besides the host's kernelspecs, one whose program no sandbox can run: the daemon
   // lists it as jupyter:cellbox-test-missing, unavailable, with the reason.
   jupyterPath = mkdtempSync(join(tmpdir(), "cellbox-jupyter-path-"));
@@ -31,18 +25,13 @@ before(async () => {
     JSON.stringify({ argv: ["cellbox-test-no-such-kernel", "-f", "{connection_file}"], display_name: "Missing Kernel", language: "python" }),
   );
   d = await startDaemon({ files: { "README.txt": "a project\n", "src/app.py": "print('app')\n" }, env: { JUPYTER_PATH: jupyterPath } });
-  profile = mkdtempSync(join(tmpdir(), "cellbox-chromium-"));
-  // A persistent context: --user-data-dir is the fresh profile.
-  context = await chromium.launchPersistentContext(profile, { executablePath, headless: true, args: flags, viewport: { width: 1400, height: 900 } });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
-  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  browser = await launchChromium({ viewport: { width: 1400, height: 900 } });
+  ({ context, page, consoleErrors } = browser);
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   await d?.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   if (jupyterPath) rmSync(jupyterPath, { recursive: true, force: true });
 });
 
@@ -451,8 +440,7 @@ test("a cell's changed files under its output; activity with another client's ru
     },
   });
   const page = await context.newPage();
-  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
-  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  collectErrors(page, consoleErrors);
   const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`) });
   const runCell = async (code) => {
     await page.click("button.add-cell");

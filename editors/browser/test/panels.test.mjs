@@ -4,36 +4,24 @@
 // (terminals-*.png, panels-*.png).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { artifacts, launchChromium } from "./chromium.mjs";
 import { startDaemon, waitFor } from "./daemon.mjs";
 
-const artifacts = process.env.CELLBOX_ARTIFACTS ?? join(tmpdir(), "cellbox-browser-artifacts");
-mkdirSync(artifacts, { recursive: true });
-const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
-
-let d, context, page, profile;
-const consoleErrors = [];
+let d, browser, page;
+let consoleErrors = [];
 // A reload asks for the page without the token (the address bar has none): the 401 page re-asks with it.
 const expectedConsole = /WebSocket|ERR_|connection to cellbox lost|status of 401/;
 
 before(async () => {
-  assert.ok(existsSync(executablePath), `${executablePath} missing: apt-get install chromium`);
   d = await startDaemon({ files: { "README.txt": "a project\n" } });
-  profile = mkdtempSync(join(tmpdir(), "cellbox-chromium-"));
-  context = await chromium.launchPersistentContext(profile, { executablePath, headless: true, args: flags, viewport: { width: 1400, height: 900 } });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
-  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  browser = await launchChromium({ viewport: { width: 1400, height: 900 } });
+  ({ page, consoleErrors } = browser);
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   await d?.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`) });

@@ -11,13 +11,9 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { crc32, deflateSync } from "node:zlib";
 import { build } from "esbuild";
-import { chromium } from "playwright-core";
+import { artifacts, launchChromium } from "./chromium.mjs";
 import { startDaemon, waitFor } from "./daemon.mjs";
 
-const artifacts = process.env.CELLBOX_ARTIFACTS ?? join(tmpdir(), "cellbox-browser-artifacts");
-mkdirSync(artifacts, { recursive: true });
-const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 const venvFiles = 10_000;
 
 /** A PNG of w×h pixels, a gradient (no image library needed). */
@@ -75,12 +71,11 @@ const files = {
 };
 
 const here = dirname(fileURLToPath(import.meta.url));
-let d, context, page, profile;
-const consoleErrors = [];
+let d, browser, page;
+let consoleErrors = [];
 const framesSent = [];
 
 before(async () => {
-  assert.ok(existsSync(executablePath), `${executablePath} missing: apt-get install chromium`);
   const gitEnv = { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" };
   d = await startDaemon({
     files,
@@ -102,20 +97,16 @@ before(async () => {
       git("commit", "-q", "-m", "initial");
     },
   });
-  profile = mkdtempSync(join(tmpdir(), "cellbox-chromium-"));
-  context = await chromium.launchPersistentContext(profile, { executablePath, headless: true, args: flags, viewport: { width: 1400, height: 900 }, acceptDownloads: true });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
-  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  browser = await launchChromium({ viewport: { width: 1400, height: 900 }, acceptDownloads: true });
+  ({ page, consoleErrors } = browser);
   page.on("websocket", (ws) => ws.on("framesent", (f) => typeof f.payload === "string" && framesSent.push(f.payload)));
   await page.goto(d.url);
   await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   await d?.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`) });
