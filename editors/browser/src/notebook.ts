@@ -11,6 +11,7 @@ import type { Completion, KeyBinding } from "./editor";
 import { newCellId, NotebookError, parseNotebook, serializeNotebook, type CellType, type JsonObject, type NbCell, type NbDoc, type NbOutput } from "./ipynb";
 import { available, baseLanguage, defaultLanguage, interpreterOf, isJupyter, isObj, jupyterPrefix, kernelMetadata, languageFor } from "./kernelspec";
 import type { Notebooks } from "./notebooks";
+import { base64ToBytes } from "./viewers";
 
 /** A language's name in the picker: its display name, and its version when the daemon knows it. */
 const languageLabel = (l: LanguageCapability) => `${l.displayName} ${l.version ?? ""}`.trim();
@@ -250,7 +251,7 @@ export class Notebook implements CellHost {
     const r = await client.request(Methods.FsRead, { workspaceId, path: this.path });
     this.disk = { mtime: r.mtime, size: r.size };
     const draft = session.get<Draft | undefined>(`notebooks.draft:${this.path}`, undefined);
-    let text = r.encoding === "base64" ? new TextDecoder().decode(Uint8Array.from(atob(r.content), (ch) => ch.charCodeAt(0))) : r.content;
+    let text = fileText(r);
     let fromDraft = false;
     if (draft && typeof draft.text === "string") {
       try {
@@ -414,7 +415,7 @@ export class Notebook implements CellHost {
   async reload() {
     const { client, workspaceId, session } = this.mgr.wb;
     const r = await client.request(Methods.FsRead, { workspaceId, path: this.path });
-    const doc = parseNotebook(r.encoding === "base64" ? new TextDecoder().decode(Uint8Array.from(atob(r.content), (ch) => ch.charCodeAt(0))) : r.content);
+    const doc = parseNotebook(fileText(r));
     this.disk = { mtime: r.mtime, size: r.size };
     session.set(`notebooks.draft:${this.path}`, undefined);
     const sel = this.selected;
@@ -1173,4 +1174,9 @@ export class Notebook implements CellHost {
     this.mgr.saveSession();
     return true;
   }
+}
+
+/** The text of an fs/read result (the daemon answers base64 for bytes that are not UTF-8). */
+function fileText(r: { content: string; encoding: string }): string {
+  return r.encoding === "base64" ? new TextDecoder().decode(base64ToBytes(r.content)) : r.content;
 }
