@@ -3,10 +3,18 @@ GO ?= go
 ADDR ?= 127.0.0.1:8765
 BIN := bin/cellbox
 
-.PHONY: build serve test lint test-loaded bench generate fuzz ui
+.PHONY: build serve test lint test-loaded bench generate fuzz ui helper
 
-build: ui
+build: ui helper
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/cellbox
+
+# The lean sandbox helper (cmd/cellbox-sandbox), which the binary embeds
+# from workspace/sandbox/helper: rebuilt here (reproducibly, so an
+# unchanged helper is the same bytes) and committed, so that go build and
+# go install carry it; TestCommittedHelperIsFresh fails when its sources
+# changed since. make test does not rebuild it: CI tests what is committed.
+helper:
+	GO=$(GO) bash workspace/sandbox/helper/build.sh
 
 # The browser IDE (editors/browser): npm ci when the lock file changes, then
 # a type check and esbuild make dist/index.html, one self-contained page that

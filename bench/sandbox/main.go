@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/helper"
 
 	// The sandbox's init and spawner re-execute this binary; linking what
 	// cmd/cellbox links makes them pay the daemon's package init and
@@ -155,7 +156,7 @@ type bench struct {
 
 	cases []*benchCase
 	// by name, for the report
-	bwrapTrue, cbTrue, cbPoolTrue, cbDirect, execTrue, bwrapPy, cbPy, cbPoolPy, execPy, warmSpawn, unshareTrue, hostPy *benchCase
+	bwrapTrue, cbTrue, cbSelfTrue, cbPoolTrue, cbDirect, execTrue, bwrapPy, cbPy, cbSelfPy, cbPoolPy, execPy, warmSpawn, unshareTrue, hostPy *benchCase
 }
 
 func newBench(base string, o options) (*bench, error) {
@@ -183,10 +184,12 @@ func newBench(base string, o options) (*bench, error) {
 	// until it has had time to.
 
 	b.cbTrue = b.cold("cellbox sandbox + true, in process", sandbox.ModeOverlay, trueArgv, sandbox.Start)
+	b.cbSelfTrue = b.cold("the same, re-executing the daemon's binary (before the lean helper)", sandbox.ModeOverlay, trueArgv, startSelf)
 	b.cbPoolTrue = b.cold("cellbox sandbox from the daemon's pool + true, in process", sandbox.ModeOverlay, trueArgv, b.pool.Start)
 	b.cbDirect = b.cold("cellbox sandbox, direct mode (no overlay) + true, in process", sandbox.ModeDirect, trueArgv, sandbox.Start)
 	b.bwrapPy = b.command("bwrap ... -- python3 -c pass (whole command)", append(append([]string{o.bwrap}, b.bwrapPre...), pyArgv...))
 	b.cbPy = b.cold("cellbox sandbox + python3 -c pass, in process", sandbox.ModeOverlay, pyArgv, sandbox.Start)
+	b.cbSelfPy = b.cold("the same, re-executing the daemon's binary (before the lean helper)", sandbox.ModeOverlay, pyArgv, startSelf)
 	b.cbPoolPy = b.cold("cellbox sandbox from the daemon's pool + python3 -c pass, in process", sandbox.ModeOverlay, pyArgv, b.pool.Start)
 	if o.cellbox != "" {
 		execArgv := []string{o.cellbox, "exec", "--mode", "scratch", "--state-dir", b.stateDir, "--"}
@@ -209,7 +212,7 @@ func newBench(base string, o options) (*bench, error) {
 		err := spawnWait(b.warm, trueArgv)
 		return time.Since(t0), err
 	}
-	for _, c := range []*benchCase{b.bwrapTrue, b.cbTrue, b.cbPoolTrue, b.cbDirect, b.execTrue, b.bwrapPy, b.cbPy, b.cbPoolPy, b.execPy, b.warmSpawn, b.unshareTrue, b.hostPy} {
+	for _, c := range []*benchCase{b.bwrapTrue, b.cbTrue, b.cbSelfTrue, b.cbPoolTrue, b.cbDirect, b.execTrue, b.bwrapPy, b.cbPy, b.cbSelfPy, b.cbPoolPy, b.execPy, b.warmSpawn, b.unshareTrue, b.hostPy} {
 		if c != nil {
 			b.cases = append(b.cases, c)
 		}
@@ -272,7 +275,9 @@ func (b *bench) config(mode sandbox.Mode) (sandbox.Config, error) {
 // cold times a new sandbox running argv: Start, Spawn, Wait, Close, as the
 // daemon pays for a workspace's first program. Its parts are rows too.
 func (b *bench) cold(name string, mode sandbox.Mode, argv []string, startFn func(context.Context, sandbox.Config) (*sandbox.Sandbox, error)) *benchCase {
-	pooled := strings.Contains(name, "pool")
+	// The pool's refill (250 ms after a take) must not launch while a
+	// case re-executes the daemon's binary (the environment says so).
+	pooled := strings.Contains(name, "pool") || strings.Contains(name, "re-executing")
 	start, spawn, closing := &series{name: "sandbox.Start"}, &series{name: "Spawn+Wait"}, &series{name: "Close"}
 	c := &benchCase{total: &series{name: name}, parts: []*series{start, spawn, closing}}
 	c.run = func(record bool) (time.Duration, error) {
@@ -305,6 +310,14 @@ func (b *bench) cold(name string, mode sandbox.Mode, argv []string, startFn func
 		return t3.Sub(t0), nil
 	}
 	return c
+}
+
+// startSelf starts a sandbox whose init and spawner re-execute this
+// binary, as every sandbox did before the lean helper.
+func startSelf(ctx context.Context, cfg sandbox.Config) (*sandbox.Sandbox, error) {
+	os.Setenv(sandbox.HelperEnv, "self")
+	defer os.Unsetenv(sandbox.HelperEnv)
+	return sandbox.Start(ctx, cfg)
 }
 
 func spawnWait(s *sandbox.Sandbox, argv []string) error {
@@ -373,8 +386,8 @@ func (b *bench) report(w io.Writer) {
 			}
 		}
 	}
-	group("true: cold sandbox", b.bwrapTrue, b.cbTrue, b.cbPoolTrue, b.cbDirect, b.execTrue)
-	group("python3 -c pass: cold sandbox", b.bwrapPy, b.cbPy, b.cbPoolPy, b.execPy)
+	group("true: cold sandbox", b.bwrapTrue, b.cbTrue, b.cbSelfTrue, b.cbPoolTrue, b.cbDirect, b.execTrue)
+	group("python3 -c pass: cold sandbox", b.bwrapPy, b.cbPy, b.cbSelfPy, b.cbPoolPy, b.execPy)
 	group("warm", b.warmSpawn)
 	group("reference", b.unshareTrue, b.hostPy)
 
@@ -383,6 +396,8 @@ func (b *bench) report(w io.Writer) {
 	printRatio(w, "python3 -c pass, cellbox from the pool / bwrap command", b.cbPoolPy.total, b.bwrapPy.total, 1.2)
 	printRatio(w, "true, cellbox in process / bwrap command", b.cbTrue.total, b.bwrapTrue.total, 1.2)
 	printRatio(w, "python3 -c pass, cellbox in process / bwrap command", b.cbPy.total, b.bwrapPy.total, 1.2)
+	printRatio(w, "true, cellbox in process, before the lean helper / bwrap command", b.cbSelfTrue.total, b.bwrapTrue.total, 1.2)
+	printRatio(w, "python3 -c pass, cellbox in process, before the lean helper / bwrap", b.cbSelfPy.total, b.bwrapPy.total, 1.2)
 	printRatio(w, "true, cellbox direct mode in process / bwrap command", b.cbDirect.total, b.bwrapTrue.total, 1.2)
 	if b.execTrue != nil {
 		printRatio(w, "true, cellbox exec command / bwrap command", b.execTrue.total, b.bwrapTrue.total, 1.2)
@@ -423,9 +438,20 @@ func printEnv(w io.Writer, o options, b *bench) {
 		who, unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), runtime.Version(), strings.TrimSpace(string(bwrapVersion)), cgo)
 	fmt.Fprintf(w, "   %d iterations after %d warm-up ones; each iteration runs every case once, in a new random order\n", o.n, o.warmup)
 	fmt.Fprintf(w, "   cellbox in process: sandbox.Start (overlay workspace, network none) + Spawn + Wait + Close, as the daemon pays;\n")
-	fmt.Fprintf(w, "   its init and spawner re-execute this binary, which links what cmd/cellbox links (%s)\n", exeSize())
+	lean, why := sandbox.HelperInfo()
+	if lean {
+		fmt.Fprintf(w, "   its init and spawner run the lean helper the binary carries (%s); \"before\" rows re-execute this binary,\n", helperSize())
+		fmt.Fprintf(w, "   which links what cmd/cellbox links (%s), as every sandbox did before it\n", exeSize())
+	} else {
+		fmt.Fprintf(w, "   its init and spawner re-execute this binary (%s): no lean helper (%s)\n", exeSize(), why)
+	}
 	fmt.Fprintf(w, "   commands: fork+exec to wait from this process, stdio /dev/null, env: %s\n", strings.Join(b.env, " "))
 	fmt.Fprintf(w, "   bwrap %s PROGRAM\n", strings.Join(b.bwrapPre, " "))
+}
+
+// helperSize describes the lean helper.
+func helperSize() string {
+	return fmt.Sprintf("%.1f MB", float64(len(helper.Binary))/1e6)
 }
 
 // exeSize describes this binary, which the sandbox's helpers re-execute.

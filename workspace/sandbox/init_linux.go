@@ -59,6 +59,10 @@ type prepConfig struct {
 	// Self is the daemon's binary as its path names it, bound at SelfPath
 	// (a root daemon sends the file as the tree "self" instead).
 	Self string `json:"self,omitempty"`
+	// SelfDev and SelfIno are the daemon's running binary's device and
+	// inode: Self is bound only while it still names that file.
+	SelfDev uint64 `json:"selfDev,omitempty"`
+	SelfIno uint64 `json:"selfIno,omitempty"`
 	// Trees name the detached clones a root daemon sends with this message:
 	// the ReadOnly paths (ro:PATH) and its binary (self).
 	Trees []string `json:"trees,omitempty"`

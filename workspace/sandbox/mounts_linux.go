@@ -173,7 +173,7 @@ func prepareRoot(pc *prepConfig, trees map[string]*os.File) (_ *prepared, err er
 	}
 
 	// This binary, for the entries that run inside the sandbox.
-	selfMissing := bindSelf(trees["self"], cfg.Self, in(SelfPath))
+	selfMissing := bindSelf(trees["self"], cfg, in(SelfPath))
 	if selfMissing != "" {
 		fmt.Fprintf(os.Stderr, "sandbox init: %s is missing: %s\n", SelfPath, selfMissing)
 	}
@@ -368,25 +368,27 @@ func mountWorkspace(ic *initConfig, lower *os.File, root, target string, layers 
 	return nil
 }
 
-// bindSelf shows this binary at dst: the clone a root daemon sent, else
-// the file at path when it is still the one this process runs. A binary
-// replaced since the daemon started is not shown (the entries that run in
-// a sandbox must be this build's). When it is not shown, SelfPath is
-// missing and bindSelf says why; only the entries that run in a sandbox
-// (the Jupyter bridge) need it, so this fails no sandbox.
-func bindSelf(tree *os.File, path, dst string) (missing string) {
+// bindSelf shows the daemon's binary at dst: the clone a root daemon sent,
+// else the file at cfg.Self when it is still the one the daemon runs (its
+// device and inode, cfg.SelfDev and SelfIno; this process may be the lean
+// helper). A binary replaced since the daemon started is not shown (the
+// entries that run in a sandbox must be this build's). When it is not
+// shown, SelfPath is missing and bindSelf says why; only the entries that
+// run in a sandbox (the Jupyter bridge) need it, so this fails no sandbox.
+func bindSelf(tree *os.File, cfg *prepConfig, dst string) (missing string) {
+	path := cfg.Self
 	if tree == nil {
-		var running, named unix.Stat_t
+		var named unix.Stat_t
 		switch {
 		case path == "":
 			return "the daemon could not name its binary"
-		case unix.Stat(selfExe, &running) != nil:
-			return "this process's binary cannot be read"
+		case cfg.SelfIno == 0:
+			return "the daemon's binary cannot be read"
 		}
 		if err := unix.Stat(path, &named); err != nil {
 			return fmt.Sprintf("stat %s: %v", path, err)
 		}
-		if running.Dev != named.Dev || running.Ino != named.Ino {
+		if named.Dev != cfg.SelfDev || named.Ino != cfg.SelfIno {
 			return path + " was replaced since the daemon started"
 		}
 	}

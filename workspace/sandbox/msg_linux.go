@@ -75,10 +75,9 @@ type msg struct {
 type msgConn struct {
 	c *net.UnixConn
 
-	wmu  sync.Mutex // one sender at a time
-	rmu  sync.Mutex // guards rbuf, oob
-	rbuf []byte
-	oob  []byte
+	wmu sync.Mutex // one sender at a time
+	rmu sync.Mutex // guards oob
+	oob []byte
 }
 
 // socketPair returns a connected seqpacket pair, both ends close-on-exec.
@@ -130,16 +129,43 @@ func (c *msgConn) send(m *msg, fds ...int) error {
 func (c *msgConn) recv() (*msg, []*os.File, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	if c.rbuf == nil {
-		c.rbuf = make([]byte, maxMsgBytes+1)
+	if c.oob == nil {
 		c.oob = make([]byte, unix.CmsgSpace(8*4))
 	}
-	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.rbuf, c.oob)
+	rc, err := c.c.SyscallConn()
+	if err != nil {
+		return nil, nil, err
+	}
+	// A reader waits without a buffer, and then takes one the packet's
+	// size: hundreds of sandboxes each have two readers blocked here.
+	var buf []byte
+	var n, oobn, flags int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		size, _, err := unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			return false
+		}
+		if err != nil {
+			rerr = err
+			return true
+		}
+		buf = make([]byte, min(size, maxMsgBytes+1))
+		n, oobn, flags, _, err = unix.Recvmsg(int(fd), buf, c.oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			return false
+		}
+		rerr = err
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	files, ferr := parseRights(c.oob[:oobn])
-	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
+	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 || n > maxMsgBytes {
 		closeAll(files)
 		return nil, nil, fmt.Errorf("sandbox message truncated (flags %#x)", flags)
 	}
@@ -151,7 +177,7 @@ func (c *msgConn) recv() (*msg, []*os.File, error) {
 		return nil, nil, errEOF
 	}
 	m := new(msg)
-	if err := json.Unmarshal(c.rbuf[:n], m); err != nil {
+	if err := json.Unmarshal(buf[:n], m); err != nil {
 		closeAll(files)
 		return nil, nil, fmt.Errorf("decode sandbox message: %w", err)
 	}

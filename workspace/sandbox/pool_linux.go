@@ -18,7 +18,12 @@ type Pool struct {
 	next    *launched  // ready to configure, or nil
 	filling bool
 	closed  bool
-	wg      sync.WaitGroup
+	// starting counts Starts under way; lastStart is when the last one
+	// returned; timer is the pending refill, if any.
+	starting  int
+	lastStart time.Time
+	timer     *time.Timer
+	wg        sync.WaitGroup
 	// readOnly are the extra read-only paths (Config.ReadOnly) of the
 	// sandboxes it prepares.
 	readOnly []string
@@ -41,11 +46,19 @@ func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 	p.mu.Lock()
 	l := p.next
 	p.next = nil
+	p.starting++
 	p.mu.Unlock()
-	// The next one launches a little later: two processes and their
-	// runtimes starting now would take the CPU this sandbox and its first
-	// program need.
-	defer time.AfterFunc(refillDelay, p.refill)
+	// The next one launches once starts have been quiet for refillDelay:
+	// two processes and their runtimes starting now would take the CPU
+	// this sandbox and its first program need, and in a burst of starts
+	// every one of them.
+	defer func() {
+		p.mu.Lock()
+		p.starting--
+		p.lastStart = time.Now()
+		p.scheduleRefill()
+		p.mu.Unlock()
+	}()
 	if l != nil {
 		s, err := l.configure(ctx, cfg)
 		if err == nil || ctx.Err() != nil {
@@ -57,8 +70,39 @@ func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) {
 	return Start(ctx, cfg)
 }
 
-// refillDelay is how long after taking a sandbox the pool launches the next.
+// refillDelay is how long starts must have been quiet (none under way, the
+// last returned this long ago: its first program has started meanwhile)
+// before the pool launches the next sandbox.
 const refillDelay = 250 * time.Millisecond
+
+// scheduleRefill arms the refill timer if none is pending. Called with mu
+// held.
+func (p *Pool) scheduleRefill() {
+	if p.timer != nil || p.closed || p.next != nil {
+		return
+	}
+	p.timer = time.AfterFunc(refillDelay, p.quietRefill)
+}
+
+// quietRefill refills if starts have been quiet long enough, else waits
+// for them to be.
+func (p *Pool) quietRefill() {
+	p.mu.Lock()
+	p.timer = nil
+	quiet := time.Since(p.lastStart)
+	switch {
+	case p.starting > 0:
+		// The last Start to return schedules again.
+		p.mu.Unlock()
+		return
+	case quiet < refillDelay:
+		p.timer = time.AfterFunc(refillDelay-quiet, p.quietRefill)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.refill()
+}
 
 // refill launches the next init if none is waiting.
 func (p *Pool) refill() {
@@ -92,6 +136,10 @@ func (p *Pool) Close() {
 	p.closed = true
 	l := p.next
 	p.next = nil
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
 	p.mu.Unlock()
 	p.wg.Wait()
 	if l != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/helper"
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/sandboxtest"
 )
 
 // The probes re-execute this test binary as their helpers.
@@ -21,6 +23,8 @@ func TestMain(m *testing.M) {
 	if Main() {
 		return
 	}
+	// The sandboxes start from the lean helper, as the daemon's do.
+	UseHelper(helper.Binary)
 	os.Exit(m.Run())
 }
 

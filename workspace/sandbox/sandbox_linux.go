@@ -140,7 +140,7 @@ func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, er
 		}
 	}
 	l := &launched{network: network, readOnly: readOnly, tmpBytes: tmpBytes, ids: ids, cfgW: cfgW, stderr: &capBuffer{max: 4096}}
-	cmd := exec.Command(selfExe)
+	cmd := exec.Command(initExe())
 	cmd.Args = []string{argv0Prefix + entryInit}
 	cmd.Env = []string{ReexecEnv + "=" + entryInit, "GORACE=atexit_sleep_ms=0"}
 	cmd.Stderr = l.stderr
@@ -187,6 +187,12 @@ func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, er
 	prep.Self, _ = os.Readlink(selfExe)
 	if selfSourceForTest != "" {
 		prep.Self = selfSourceForTest
+	}
+	// What the binary running now is, for the init (which may run the
+	// lean helper) to check that the path still names it.
+	var self unix.Stat_t
+	if unix.Stat(selfExe, &self) == nil {
+		prep.SelfDev, prep.SelfIno = self.Dev, self.Ino
 	}
 	if ids.root {
 		if f, err := openTree(selfExe); err == nil && selfSourceForTest == "" {

@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox/helper"
+)
+
+// TestSandboxRunsTheLeanHelper: a sandbox's init and spawner run the
+// helper the binary carries, from a sealed memfd, not this binary; and the
+// helper maps a fraction of what this binary would.
+func TestSandboxRunsTheLeanHelper(t *testing.T) {
+	if lean, reason := HelperInfo(); !lean {
+		t.Fatalf("sandboxes do not run the lean helper: %s", reason)
+	}
+	s, _, _ := testSandbox(t, ModeOverlay)
+	pid := s.InitPID()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(exe, "/memfd:cellbox-sandbox") {
+		t.Fatalf("the init runs %q, not the helper's memfd", exe)
+	}
+	kids := Children(pid)
+	if len(kids) != 1 {
+		t.Fatalf("the init's children: %v", kids)
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", kids[0])); !strings.HasPrefix(exe, "/memfd:cellbox-sandbox") {
+		t.Fatalf("the spawner runs %q, not the helper's memfd", exe)
+	}
+	// The memfd is sealed: not even the daemon can change it.
+	lean.mu.Lock()
+	f := lean.file
+	lean.mu.Unlock()
+	if _, err := f.WriteAt([]byte("x"), 0); err == nil {
+		t.Fatal("the helper's memfd could be written")
+	}
+	// Both helpers map the small binary: their resident size stays a few
+	// MiB (the daemon's binary alone is tens of MiB).
+	for _, p := range []int{pid, kids[0]} {
+		rss := statusKiB(t, p, "VmRSS")
+		t.Logf("pid %d: VmRSS %d KiB", p, rss)
+		if rss > 12<<10 {
+			t.Errorf("pid %d (%s) has %d KiB resident", p, exe, rss)
+		}
+	}
+}
+
+// TestSandboxWithoutTheHelper: with no helper (a build that carries none,
+// or CELLBOX_SANDBOX_HELPER=self), this binary is re-executed and the
+// sandbox works the same.
+func TestSandboxWithoutTheHelper(t *testing.T) {
+	t.Setenv(HelperEnv, "self")
+	if lean, reason := HelperInfo(); lean || reason != HelperEnv+"=self" {
+		t.Fatalf("HelperInfo with %s=self: %v %q", HelperEnv, lean, reason)
+	}
+	s, _, _ := testSandbox(t, ModeOverlay)
+	self, _ := os.Readlink(selfExe)
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.InitPID())); exe != self {
+		t.Fatalf("the init runs %q, not this binary %q", exe, self)
+	}
+	if out, st := sh(t, s, "echo hi > /workspace/x && cat /workspace/x"); st.Code != 0 || out != "hi\n" {
+		t.Fatalf("a program in the sandbox: %v %q", st, out)
+	}
+}
+
+// TestHelperRefusesToRunByHand: the helper is run by the daemon; started
+// by hand it says what it is and exits 2.
+func TestHelperRefusesToRunByHand(t *testing.T) {
+	bin := helper.Binary
+	path := filepath.Join(t.TempDir(), "cellbox-sandbox")
+	if err := os.WriteFile(path, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !bytes.Contains(out, []byte("not run by hand")) {
+		t.Fatalf("run by hand: %v %q", err, out)
+	}
+	cmd := exec.Command(path)
+	cmd.Env = []string{ReexecEnv + "=no-such-entry"}
+	out, err = cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !bytes.Contains(out, []byte(`unknown helper entry "no-such-entry"`)) {
+		t.Fatalf("an unknown entry: %v %q", err, out)
+	}
+}
+
+// statusKiB reads a "Name:  N kB" line of /proc/PID/status.
+func statusKiB(t *testing.T, pid int, name string) int {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var n int
+		if _, err := fmt.Sscanf(sc.Text(), name+": %d kB", &n); err == nil {
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", name, pid)
+	return 0
+}
