@@ -278,13 +278,13 @@ func (m *Manager) reserve(wsID string) error {
 	}
 	if wsID == "" {
 		if m.running >= m.opts.MaxPtys {
-			return fmt.Errorf("%w: %d terminals are running, the daemon's limit (close one with pty/close)", ErrLimit, m.running)
+			return fmt.Errorf("%w: %d terminals are running, the daemon's limit (--max-terminals; close one with pty/close)", ErrLimit, m.running)
 		}
 		m.running++
 		return nil
 	}
 	if n := m.perWS[wsID]; n >= m.opts.MaxPerWorkspace {
-		return fmt.Errorf("%w: workspace %s has %d terminals running, its limit (close one with pty/close)", ErrLimit, wsID, n)
+		return fmt.Errorf("%w: workspace %s has %d terminals running, its limit (--max-terminals; close one with pty/close)", ErrLimit, wsID, n)
 	}
 	m.perWS[wsID]++
 	return nil

@@ -23,12 +23,13 @@ func TestImportDirection(t *testing.T) {
 		"kernel/drivers/godriver":       {"protocol", "workspace/sandbox", "kernel/drivers/driverio"},       // an entry of the binary inside a sandbox
 		"kernel/drivers/driverio":       {},                                                                 // what those entries share of the driver contract
 		"pty":                           {"workspace", "protocol"},
-		"workspace":                     {"workspace/sandbox", "workspace/network", "workspace/packages", "workspace/gitexport", "protocol"},
+		"workspace":                     {"workspace/sandbox", "workspace/sandbox/helper", "workspace/network", "workspace/packages", "workspace/gitexport", "protocol"},
 		"workspace/sandbox":             {},
 		"workspace/network":             {}, // the proxies and their policy: imports nothing of ours
 		"workspace/packages":            {}, // the package cache: imports nothing of ours
 		"workspace/gitexport":           {}, // changes to git: knows nothing of workspaces
 		"workspace/sandbox/sandboxtest": {},
+		"workspace/sandbox/helper":      {}, // the lean helper's bytes (cmd/cellbox-sandbox), embedded
 		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
@@ -82,4 +83,30 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestHelperIsLean: the sandbox helper (cmd/cellbox-sandbox) links the
+// sandbox package and nothing else of ours, and none of the daemon's big
+// dependencies: it is what every sandbox's two processes run.
+func TestHelperIsLean(t *testing.T) {
+	const mod = "github.com/cellbox-dev/cellbox/"
+	out, err := exec.Command("go", "list", "-deps", mod+"cmd/cellbox-sandbox").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	ours := 0
+	for _, pkg := range strings.Fields(string(out)) {
+		switch {
+		case pkg == mod+"cmd/cellbox-sandbox" || pkg == mod+"workspace/sandbox":
+			ours++
+		case strings.HasPrefix(pkg, mod):
+			t.Errorf("the helper links %s", pkg)
+		case strings.Contains(pkg, "prometheus"), strings.Contains(pkg, "websocket"), strings.Contains(pkg, "jsonrpc2"),
+			strings.HasPrefix(pkg, "net/http"), strings.Contains(pkg, "esbuild"), strings.Contains(pkg, "zmq"):
+			t.Errorf("the helper links %s", pkg)
+		}
+	}
+	if ours != 2 {
+		t.Errorf("go list found %d of the helper's own 2 packages: %s", ours, out)
+	}
 }

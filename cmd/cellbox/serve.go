@@ -50,6 +50,8 @@ type serveConfig struct {
 	npmRegistry     string
 	upstreamProxy   string
 	mcpAllowCommit  bool
+	maxKernels      int
+	maxTerminals    int
 }
 
 func serveFlags(cfg *serveConfig) *flag.FlagSet {
@@ -65,6 +67,8 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
 	fs.DurationVar(&cfg.cullIdle, "cull-idle", 24*time.Hour, "close a terminal or kernel that no client is attached to and that has been idle for `DURATION` (0: never)")
+	fs.IntVar(&cfg.maxKernels, "max-kernels", kernel.DefaultMaxKernels, "kernels running at once in the daemon; one more is refused with -32012 (limit exceeded)")
+	fs.IntVar(&cfg.maxTerminals, "max-terminals", pty.DefaultMaxPtys, "terminals running at once in the daemon; one more is refused with -32012 (limit exceeded)")
 	fs.IntVar(&cfg.maxCheckpoints, "max-checkpoints", workspace.DefaultMaxCheckpoints, "checkpoints kept per workspace (at least 1); taking one more removes the oldest")
 	fs.BoolVar(&cfg.allowSystemRoot, "allow-system-root", false, "allow / and system directories (/etc, /usr, /var/lib, ...) as project roots; a root daemon's commits would write into them")
 	fs.StringVar(&cfg.packageCache, "package-cache", defaultPackageCache(), "`DIR` of the verified package cache the sandboxes install from (shared by the workspaces)")
@@ -87,6 +91,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return 0
 		}
 		fmt.Fprintf(stderr, "cellbox serve: %v\n", err)
+		return 2
+	}
+	if cfg.maxKernels < 1 || cfg.maxTerminals < 1 {
+		fmt.Fprintf(stderr, "cellbox serve: --max-kernels %d, --max-terminals %d: allow at least 1 of each\n", cfg.maxKernels, cfg.maxTerminals)
 		return 2
 	}
 	if cfg.maxCheckpoints < 1 {
@@ -154,11 +162,16 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return 1
 	}
 	defer ws.Close()
-	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log, CullIdle: cfg.cullIdle})
+	ptys := pty.NewManager(pty.Options{Workspaces: ws, Logger: log, CullIdle: cfg.cullIdle, MaxPtys: cfg.maxTerminals})
 	defer ptys.Close() // before the workspaces'
-	caps, languages := hostCapabilities(cfg.stateDir, log)
+	hostCaps, languages := hostCapabilities(cfg.stateDir, log)
+	caps := func(ctx context.Context) protocol.ServerCapabilities {
+		c := hostCaps(ctx)
+		c.Limits.MaxKernels, c.Limits.MaxPtys = cfg.maxKernels, cfg.maxTerminals
+		return c
+	}
 	kernels := kernel.NewManager(kernel.Options{
-		Workspaces: ws, Languages: languages, Logger: log, CullIdle: cfg.cullIdle,
+		Workspaces: ws, Languages: languages, Logger: log, CullIdle: cfg.cullIdle, MaxKernels: cfg.maxKernels,
 		AuditDir: filepath.Join(cfg.stateDir, "audit"),
 	})
 	defer kernels.Close() // before the workspaces'
