@@ -224,6 +224,7 @@ func (k *Kernel) run(e *execution) {
 	}
 	res.Checkpoint = checkpoint
 	track := k.ws.Track()
+	k.ws.Wake()
 	err := d.send(r)
 	close(e.sent)
 	if err != nil {

@@ -465,6 +465,7 @@ func (s *Session) Write(data string) error {
 	if len(b) == 0 {
 		return nil
 	}
+	s.ws.Wake()
 	s.inMu.Lock()
 	if s.inBytes+len(b) > MaxInputBytes {
 		pending := s.inBytes

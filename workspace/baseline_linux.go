@@ -82,7 +82,7 @@ func (w *Workspace) lockFiles(ctx context.Context) (*fileState, func(), error) {
 		<-st.sem
 		return nil, nil, err
 	}
-	return st, func() { <-st.sem }, nil
+	return st, func() { w.fileOps.Add(1); <-st.sem }, nil
 }
 
 // loadState makes st ready for w; the caller holds st.sem.

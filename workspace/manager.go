@@ -359,7 +359,7 @@ func (m *Manager) load(id string) (*Workspace, error) {
 }
 
 func (m *Manager) fromMeta(md meta, dir string) *Workspace {
-	return &Workspace{m: m, id: md.ID, root: md.Root, mode: md.Mode, name: md.Name, createdAt: md.CreatedAt, dir: dir,
+	return &Workspace{m: m, id: md.ID, root: md.Root, mode: md.Mode, name: md.Name, createdAt: md.CreatedAt, dir: dir, wake: make(chan struct{}, 1),
 		procs: make(map[*Proc]struct{}), quota: DefaultLimits.DiskBytes, net: m.netStateOf(md), installing: make(chan struct{}, 1)}
 }
 

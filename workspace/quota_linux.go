@@ -15,8 +15,39 @@ import (
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
 
-// quotaInterval is how often a running workspace's upper layer is measured.
-const quotaInterval = 250 * time.Millisecond
+// quotaInterval is how often a running workspace's upper layer is measured
+// while its programs run; quotaIdleInterval is how often it looks for
+// activity once they have been idle for idleTicks ticks (quietSandbox).
+const (
+	quotaInterval     = 250 * time.Millisecond
+	quotaIdleInterval = time.Second
+	idleTicks         = 4
+)
+
+// activity is what a quota tick compares to the last one to know whether
+// anything could have changed: the CPU time the sandbox's processes have
+// used (their waited-for children's included), how many there are, and the
+// daemon's own file operations on the workspace.
+type activity struct {
+	cpu     int64
+	procs   int
+	fileOps int64
+}
+
+// sandboxActivity reads the activity of the sandbox whose init is initPid.
+// A program writes files or takes memory only by running, which shows in
+// its CPU time (the kernel's total is exact; /proc shows it in 10 ms
+// ticks, so at most the writes of 10 ms of CPU wait for the next tick).
+func (w *Workspace) sandboxActivity(initPid int) activity {
+	a := activity{fileOps: w.fileOps.Load()}
+	for _, pid := range descendants(initPid) {
+		if t, ok := sandbox.CPUTicks(pid); ok {
+			a.cpu += t
+			a.procs++
+		}
+	}
+	return a
+}
 
 // minFileCharge is what each file counts at least toward diskBytes, so a
 // flood of empty files meets the quota too.
@@ -50,6 +81,11 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 	defer t.Stop()
 	failed := 0
 	var touched int64 // see noteTouched
+	// Idle sandboxes cost no walks: a tick that finds no activity since the
+	// last measure skips them, and after idleTicks such ticks the ticker
+	// slows to quotaIdleInterval until activity shows again.
+	var last activity
+	measured, idle := false, 0
 	for {
 		select {
 		case <-sb.Done():
@@ -62,8 +98,26 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 				}
 			}
 			return
+		case <-w.wake:
+			if idle >= idleTicks {
+				t.Reset(quotaInterval)
+			}
+			measured, idle = false, 0
+			continue
 		case <-t.C:
 		}
+		now := w.sandboxActivity(sb.InitPID())
+		if measured && now == last {
+			if idle++; idle == idleTicks {
+				t.Reset(quotaIdleInterval)
+			}
+			continue
+		}
+		if idle >= idleTicks {
+			t.Reset(quotaInterval)
+		}
+		last, measured, idle = now, true, 0
+		w.measures.Add(1)
 		w.checkMemory(sb, cg, &w.mem)
 		if direct {
 			continue

@@ -31,6 +31,7 @@ import (
 // openView opens the workspace's /workspace as its sandbox sees it
 // (/proc/INITPID/root/workspace), starting the sandbox if it is not running.
 func (w *Workspace) openView() (int, error) {
+	w.fileOps.Add(1)
 	w.mu.Lock()
 	network := w.network
 	w.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,14 @@ type Workspace struct {
 	name      string
 	createdAt time.Time
 	dir       string // this workspace's directory in the state dir
+	// fileOps counts the daemon's own file operations on the workspace
+	// (the view, changes, commit, discard, checkpoints): the quota tick
+	// measures again after one (quota_linux.go).
+	fileOps atomic.Int64
+	wake    chan struct{} // Wake's (capacity 1)
+	// measures counts the quota ticks that measured (the tests' view of
+	// the idle gate).
+	measures atomic.Int64
 
 	mu      sync.Mutex // guards the fields below
 	sb      *sandbox.Sandbox
@@ -51,6 +60,16 @@ type Workspace struct {
 
 	track trackState                 // per-execution attribution (track_linux.go)
 	execs []protocol.ExecutionRecord // the newest executions that changed files, oldest first
+}
+
+// Wake tells the workspace's quota and memory watch that its programs are
+// about to run (an execution, terminal input): it measures at its fast
+// pace again at once, rather than when its slower idle tick sees activity.
+func (w *Workspace) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Proc is a program running in a workspace.

@@ -18,8 +18,10 @@
 // A Go process is multithreaded, so it cannot unshare(CLONE_NEWUSER)
 // itself. Anything that must run inside new namespaces (the probes, the
 // sandbox's init and spawner) runs in a child created with clone flags that
-// re-executes the current binary (/proc/self/exe) with the environment
-// variable [ReexecEnv] naming an entry. The binary's main, and the TestMain
+// executes a binary with the environment variable [ReexecEnv] naming an
+// entry: the sandbox's init and spawner run the lean helper registered
+// with [UseHelper] (cmd/cellbox-sandbox) when there is one, everything
+// else re-executes the current binary (/proc/self/exe). The binary's main, and the TestMain
 // of every test binary that probes or starts sandboxes, must call [Main]
 // first thing:
 //

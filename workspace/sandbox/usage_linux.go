@@ -119,6 +119,11 @@ func Children(pid int) []int {
 	return out
 }
 
+// CPUTicks is the CPU time a process and its waited-for children have
+// used (utime+stime+cutime+cstime of /proc/PID/stat, in USER_HZ ticks);
+// ok is false when the process is gone.
+func CPUTicks(pid int) (ticks int64, ok bool) { return cpuTicks(pid) }
+
 // cpuTicks is utime+stime+cutime+cstime of /proc/PID/stat, in USER_HZ
 // ticks; ok is false when the process is gone.
 func cpuTicks(pid int) (int64, bool) {
