@@ -41,3 +41,11 @@ func HelperInfo() (lean bool, reason string) {
 	path, reason := helperPath()
 	return path != "", reason
 }
+
+// helperEnv is the whole environment of a sandbox's init or spawner running
+// entry: one P (neither runs Go code in parallel; fewer threads start, and
+// Landlock's all-threads restriction signals fewer), and no race-detector
+// exit delay. Programs never inherit it: the spawner gives each its own.
+func helperEnv(entry string) []string {
+	return []string{ReexecEnv + "=" + entry, "GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"}
+}

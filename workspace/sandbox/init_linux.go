@@ -87,11 +87,6 @@ func initMain([]string) int {
 		fmt.Fprintln(os.Stderr, "sandbox init:", err)
 		return 1
 	}
-	// Code in the sandbox runs as the same host uid as this process; it
-	// must not be able to kill it (pid 1 ignores default-action signals,
-	// but the Go runtime installs handlers for some).
-	ignoreSignals()
-
 	// This process sees the host's /proc until it mounts one of its own pid
 	// namespace, which starting a process in a new user namespace needs
 	// (the uid_map written is /proc/PID/uid_map).
@@ -115,6 +110,11 @@ func initMain([]string) int {
 	if err != nil {
 		return fail(err)
 	}
+	// Code in the sandbox runs as the same host uid as this process; it
+	// must not be able to kill it (pid 1 ignores default-action signals,
+	// but the Go runtime installs handlers for some). No code runs there
+	// before the spawner is ready, so this waits until it is started.
+	ignoreSignals()
 	// What does not depend on the workspace is built now; a pooled init
 	// then waits for its workspace.
 	pm, pfiles, err := ctl.recv()
@@ -216,7 +216,7 @@ func opOf(m *msg) string {
 func startSpawner(goR *os.File) (*exec.Cmd, error) {
 	cmd := exec.Command(selfExe)
 	cmd.Args = []string{argv0Prefix + entrySpawner}
-	cmd.Env = []string{ReexecEnv + "=" + entrySpawner, "GORACE=atexit_sleep_ms=0"}
+	cmd.Env = helperEnv(entrySpawner)
 	cmd.Stderr = os.Stderr
 	cmd.ExtraFiles = []*os.File{os.NewFile(initSpawnerFD, "spawner"), goR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{

@@ -142,7 +142,7 @@ func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, er
 	l := &launched{network: network, readOnly: readOnly, tmpBytes: tmpBytes, ids: ids, cfgW: cfgW, stderr: &capBuffer{max: 4096}}
 	cmd := exec.Command(initExe())
 	cmd.Args = []string{argv0Prefix + entryInit}
-	cmd.Env = []string{ReexecEnv + "=" + entryInit, "GORACE=atexit_sleep_ms=0"}
+	cmd.Env = helperEnv(entryInit)
 	cmd.Stderr = l.stderr
 	cmd.ExtraFiles = []*os.File{cfgR, ctlC, spC}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
