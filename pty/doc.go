@@ -74,7 +74,7 @@
 //
 // # Limits
 //
-// At most [DefaultMaxPtys] (64) terminals run in a daemon and
+// At most [DefaultMaxPtys] (64; --max-terminals) terminals run in a daemon and
 // [DefaultMaxPerWorkspace] (16) in one workspace; more are refused with
 // [ErrLimit] (-32012). Ended terminals do not count.
 package pty

@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -475,5 +477,45 @@ func TestKernelAttachReplay(t *testing.T) {
 	all = kernelOutputs(t, b, "") // the replay came before the response
 	if len(all) < 4 {
 		t.Fatalf("replay of everything = %+v", all)
+	}
+}
+
+// TestServeLimitFlags: --max-kernels and --max-terminals bound what runs at
+// once, initialize says so, and one more is refused with -32012 naming the
+// flag, while the daemon goes on.
+func TestServeLimitFlags(t *testing.T) {
+	p := startStdio(t, "--max-kernels", "1", "--max-terminals", "1")
+	c := p.client()
+	init := c.initialize(t)
+	if init.Capabilities.Limits.MaxKernels != 1 || init.Capabilities.Limits.MaxPtys != 1 {
+		t.Fatalf("initialize limits: %+v", init.Capabilities.Limits)
+	}
+	k := startKernel(t, c, protocol.KernelStartParams{Language: "bash"})
+	msg := wantCode(t, c.call(t, protocol.MethodKernelStart, protocol.KernelStartParams{Language: "bash"}, nil), protocol.CodeLimitExceeded)
+	if !strings.Contains(msg, "--max-kernels") {
+		t.Errorf("the second kernel's refusal does not name --max-kernels: %q", msg)
+	}
+	var pty protocol.PtyOpenResult
+	if err := c.call(t, protocol.MethodPtyOpen, protocol.PtyOpenParams{Cols: 80, Rows: 24}, &pty); err != nil {
+		t.Fatal(err)
+	}
+	msg = wantCode(t, c.call(t, protocol.MethodPtyOpen, protocol.PtyOpenParams{Cols: 80, Rows: 24}, nil), protocol.CodeLimitExceeded)
+	if !strings.Contains(msg, "--max-terminals") {
+		t.Errorf("the second terminal's refusal does not name --max-terminals: %q", msg)
+	}
+	// Freed, the slot takes the next one.
+	if err := c.call(t, protocol.MethodKernelShutdown, protocol.KernelIDParams{KernelID: k.KernelID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	startKernel(t, c, protocol.KernelStartParams{Language: "bash"})
+
+	for _, bad := range [][]string{{"--max-kernels", "0"}, {"--max-terminals", "-1"}} {
+		cmd := exec.Command(cellboxBin, append([]string{"serve", "--stdio"}, bad...)...)
+		cmd.Env = testEnv(t)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "allow at least 1") {
+			t.Errorf("serve %v: %v %q", bad, err, out)
+		}
 	}
 }
