@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"math"
 	"bufio"
 	"bytes"
 	"os"
@@ -259,7 +260,7 @@ func (w *Workspace) sandboxCgroup(sb *sandbox.Sandbox) *sandbox.Cgroup {
 // memory than the memoryBytes of the programs it started add up to (none
 // of them unlimited). With a cgroup of its own the kernel counts (see
 // cgroupMemory), and enforces the same budget between ticks.
-func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *memoryState) {
+func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *memoryState) (headroom int64) {
 	w.mu.Lock()
 	var limit int64
 	for p := range w.procs {
@@ -279,13 +280,16 @@ func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *mem
 		}
 	}
 	if limit <= 0 {
-		return
+		return math.MaxInt64
 	}
 	if cg == nil || used < 0 {
 		used = memoryUsage(sb.InitPID())
 	}
 	if used <= limit {
-		return
+		if cg != nil {
+			return math.MaxInt64 // the kernel holds it to the budget between ticks
+		}
+		return limit - used
 	}
 	// The reason kernels and clients know (a kernel/status dead reason);
 	// the figures go to the log.
@@ -298,6 +302,7 @@ func (w *Workspace) checkMemory(sb *sandbox.Sandbox, cg *sandbox.Cgroup, st *mem
 	}
 	w.mu.Unlock()
 	_ = sb.KillAll()
+	return 0
 }
 
 // raiseMemoryMax makes room in the sandbox cgroup's memory.max for a

@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,7 +26,7 @@ func TestQuotaTickIdlesWithItsSandbox(t *testing.T) {
 	// Idle: within a few ticks the count stops moving.
 	settled := waitFor(t, 20*time.Second, func() bool {
 		before := w.measures.Load()
-		time.Sleep(3 * quotaIdleInterval)
+		time.Sleep(3 * time.Second)
 		return w.measures.Load() == before
 	})
 	if !settled {
@@ -41,7 +43,7 @@ func TestQuotaTickIdlesWithItsSandbox(t *testing.T) {
 	// Wake (an execution, terminal input) measures at once.
 	waitFor(t, 20*time.Second, func() bool {
 		b := w.measures.Load()
-		time.Sleep(2 * quotaIdleInterval)
+		time.Sleep(3 * time.Second)
 		return w.measures.Load() == b
 	})
 	before = w.measures.Load()
@@ -52,28 +54,49 @@ func TestQuotaTickIdlesWithItsSandbox(t *testing.T) {
 }
 
 // TestAttackDiskQuotaAfterIdling: a program that idles until the quota tick
-// has slowed down, then fills the disk, is still stopped near its quota.
+// has slowed down, then fills the disk (at TestAttackDiskQuota's pace), is
+// still stopped near its quota: the idle pace is what its headroom allows
+// (idlePace).
 func TestAttackDiskQuotaAfterIdling(t *testing.T) {
 	e := newAttackEnv(t)
 	w := e.open(t, "quota-idle")
 	const quota = 64 << 20
-	script := `
+	script := fmt.Sprintf(`
 import time
-time.sleep(4)
-for i in range(400):
-    with open("/workspace/fill%d" % i, "wb") as f:
+time.sleep(%d)
+for i in range(3000):
+    with open("/workspace/fill%%d" %% i, "wb") as f:
         f.write(b"x" * (1 << 20))
     time.sleep(0.002)
 print("survived", flush=True)
-time.sleep(60)`
-	r := runIn(t, w, protocol.Limits{DiskBytes: quota, TimeoutMs: 40000}, "python3", "-c", script)
+time.sleep(60)`, int(2*maxIdleInterval/time.Second))
+	r := runIn(t, w, protocol.Limits{DiskBytes: quota, TimeoutMs: 60000}, "python3", "-c", script)
 	used := diskUsage(w.UpperDir(), 1<<40)
-	t.Logf("%s after %v; %d MiB charged", outcome(r), r.Duration.Round(time.Millisecond), used>>20)
+	t.Logf("%s after %v; %d MiB charged (quota %d MiB)", outcome(r), r.Duration.Round(time.Millisecond), used>>20, quota>>20)
 	if r.Status.Reason != "killed: disk quota exceeded" || r.Status.Signal != syscall.SIGKILL {
 		t.Fatalf("%s; want killed: disk quota exceeded", outcome(r))
 	}
 	if strings.Contains(string(r.Stdout), "survived") || used > 8*quota {
 		t.Fatalf("stopped at %d MiB, far past the %d MiB quota", used>>20, quota>>20)
+	}
+}
+
+// TestIdlePace: the idle tick comes before the headroom could be filled
+// at fillRate, within its bounds.
+func TestIdlePace(t *testing.T) {
+	for _, c := range []struct {
+		headroom int64
+		want     time.Duration
+	}{
+		{0, quotaInterval},
+		{64 << 20, quotaInterval},
+		{1 << 30, 500 * time.Millisecond},
+		{10 << 30, maxIdleInterval},
+		{math.MaxInt64, maxIdleInterval},
+	} {
+		if got := idlePace(c.headroom); got != c.want {
+			t.Errorf("idlePace(%d) = %v, want %v", c.headroom, got, c.want)
+		}
 	}
 }
 

@@ -16,13 +16,26 @@ import (
 )
 
 // quotaInterval is how often a running workspace's upper layer is measured
-// while its programs run; quotaIdleInterval is how often it looks for
-// activity once they have been idle for idleTicks ticks (quietSandbox).
+// while its programs run. Once they have been idle for idleTicks ticks, the
+// tick only looks for activity, at a pace its headroom allows (idlePace).
 const (
-	quotaInterval     = 250 * time.Millisecond
-	quotaIdleInterval = time.Second
-	idleTicks         = 4
+	quotaInterval = 250 * time.Millisecond
+	idleTicks     = 4
+	// maxIdleInterval bounds the idle pace; fillRate is the fastest a
+	// sandbox is assumed to write or take memory (a fast NVMe disk, a
+	// program touching fresh pages): an idle tick comes before a program
+	// that wakes could use up the headroom at that rate.
+	maxIdleInterval = 5 * time.Second
+	fillRate        = 2 << 30 // bytes a second
 )
+
+// idlePace is how far apart idle ticks may be with headroom bytes left
+// under the disk quota and the memory limit: the time to fill it at
+// fillRate, between quotaInterval and maxIdleInterval.
+func idlePace(headroom int64) time.Duration {
+	d := time.Duration(float64(headroom) / fillRate * float64(time.Second))
+	return min(max(d, quotaInterval), maxIdleInterval)
+}
 
 // activity is what a quota tick compares to the last one to know whether
 // anything could have changed: the CPU time the sandbox's processes have
@@ -83,9 +96,16 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 	var touched int64 // see noteTouched
 	// Idle sandboxes cost no walks: a tick that finds no activity since the
 	// last measure skips them, and after idleTicks such ticks the ticker
-	// slows to quotaIdleInterval until activity shows again.
+	// slows to the pace the headroom allows, until activity shows.
 	var last activity
 	measured, idle := false, 0
+	pace, idleAt := quotaInterval, quotaInterval
+	setPace := func(d time.Duration) {
+		if d != pace {
+			pace = d
+			t.Reset(d)
+		}
+	}
 	for {
 		select {
 		case <-sb.Done():
@@ -99,30 +119,28 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 			}
 			return
 		case <-w.wake:
-			if idle >= idleTicks {
-				t.Reset(quotaInterval)
-			}
+			setPace(quotaInterval)
 			measured, idle = false, 0
 			continue
 		case <-t.C:
 		}
 		now := w.sandboxActivity(sb.InitPID())
 		if measured && now == last {
-			if idle++; idle == idleTicks {
-				t.Reset(quotaIdleInterval)
+			if idle++; idle >= idleTicks {
+				setPace(idleAt)
 			}
 			continue
 		}
-		if idle >= idleTicks {
-			t.Reset(quotaInterval)
-		}
+		setPace(quotaInterval)
 		last, measured, idle = now, true, 0
 		w.measures.Add(1)
-		w.checkMemory(sb, cg, &w.mem)
+		headroom := w.checkMemory(sb, cg, &w.mem)
 		if direct {
+			idleAt = idlePace(headroom)
 			continue
 		}
-		w.checkQuota(sb, dir, &failed)
+		headroom = min(headroom, w.checkQuota(sb, dir, &failed))
+		idleAt = idlePace(headroom)
 		// Baselines after the quota: a flood of new files must not delay
 		// the check that stops it.
 		touched = w.noteTouched(touched)
@@ -130,23 +148,24 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 }
 
 // checkQuota is one quota tick: measure, and kill past the quota in force.
-func (w *Workspace) checkQuota(sb *sandbox.Sandbox, dir string, failed *int) {
+// headroom is what is left under the quota (0 when unknown).
+func (w *Workspace) checkQuota(sb *sandbox.Sandbox, dir string, failed *int) (headroom int64) {
 	quota := w.quotaInForce()
 	used, err := measure(dir, quota)
 	if err == nil {
 		used += heldDeleted(sb.InitPID())
 		*failed = 0
 	} else if *failed++; *failed < quotaFailures {
-		return
+		return 0
 	}
 	if err == nil && used <= quota {
-		return
+		return quota - used
 	}
 	// The programs may have changed while the tree was measured (the
 	// one over its quota ended, another began): the kill is for the
 	// quota in force now.
 	if now := w.quotaInForce(); err == nil && used <= now {
-		return
+		return now - used
 	}
 	reason := "killed: disk quota exceeded"
 	if err != nil {
@@ -160,6 +179,7 @@ func (w *Workspace) checkQuota(sb *sandbox.Sandbox, dir string, failed *int) {
 	}
 	w.mu.Unlock()
 	_ = sb.KillAll()
+	return 0
 }
 
 // quotaInForce is the smallest diskBytes of the programs running now (one
