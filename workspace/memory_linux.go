@@ -1,9 +1,9 @@
 package workspace
 
 import (
-	"math"
 	"bufio"
 	"bytes"
+	"math"
 	"os"
 	"strconv"
 	"strings"
