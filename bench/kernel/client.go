@@ -17,6 +17,7 @@ import (
 
 	"go.lsp.dev/jsonrpc2"
 
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
@@ -25,7 +26,7 @@ import (
 type daemon struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *tailBuffer
+	stderr *benchutil.TailBuffer
 	c      *client
 	caps   protocol.ServerCapabilities
 	closed bool
@@ -53,7 +54,7 @@ func startDaemon(bin, base string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, stdin: stdin, stderr: &tailBuffer{max: 8 << 10}}
+	d := &daemon{cmd: cmd, stdin: stdin, stderr: &benchutil.TailBuffer{Max: 8 << 10}}
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func startDaemon(bin, base string) (*daemon, error) {
 	}
 	if err != nil {
 		d.close()
-		return nil, fmt.Errorf("initialize: %w%s", err, d.stderr.show())
+		return nil, fmt.Errorf("initialize: %w%s", err, d.stderr.Show())
 	}
 	d.caps = res.Capabilities
 	return d, nil
@@ -315,30 +316,3 @@ func (c *client) interrupt(id string, settle time.Duration) (interruptSample, er
 const lostAfter = 5 * time.Second
 
 var errLost = errors.New("interrupt lost")
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-// show is the buffer as the end of an error message.
-func (t *tailBuffer) show() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.b) == 0 {
-		return ""
-	}
-	return "\n--- its stderr (the end) ---\n" + strings.TrimRight(string(t.b), "\n")
-}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 )
 
 // With -language jupyter:NAME the benchmark measures the bridge's cost: the
@@ -70,7 +72,7 @@ func (b *bench) runHosted(stdout io.Writer) error {
 		fmt.Fprintf(os.Stderr, "kernel-bench: %s...\n", s.what)
 		t0 := time.Now()
 		if err := s.f(); err != nil {
-			return fmt.Errorf("%s: %w%s", s.what, err, b.d.stderr.show())
+			return fmt.Errorf("%s: %w%s", s.what, err, b.d.stderr.Show())
 		}
 		fmt.Fprintf(os.Stderr, "kernel-bench:   %.1f s\n", time.Since(t0).Seconds())
 	}
@@ -106,17 +108,17 @@ func (b *bench) reportHosted(w io.Writer) {
 		if aim {
 			a, met = fmt.Sprintf("< %.1fx", hostedAim), verdict(r < hostedAim)
 		}
-		rows = append(rows, row{figure, ms(h), ms(j), fmt.Sprintf("%.2fx", r), a, "", met})
+		rows = append(rows, row{figure, benchutil.Ms(h), benchutil.Ms(j), fmt.Sprintf("%.2fx", r), a, "", met})
 	}
-	add("cold start to the first `1+1` result, p50 (new scratch workspace)", b.cbCold.p50(), b.jCold.p50(), true)
-	add("  the same, already-open workspace", b.cbColdWS.p50(), b.jCold.p50(), false)
-	add("`1+1` round trip, p50", b.cbRTT.p50(), b.jRTT.p50(), true)
-	add("`1+1` round trip, p99", b.cbRTT.p99(), b.jRTT.p99(), true)
-	add("  p50 against bare over plain pyzmq (no jupyter_client)", b.cbRTT.p50(), b.jRaw.p50(), false)
-	add("100,000 printed lines, all delivered, p50", b.cbFlood.p50(), b.jFlood.p50(), true)
-	add("interrupt of `while True: pass`, p50", b.cbInt.p50(), b.jInt.p50(), false)
-	add("interrupt, p99", b.cbInt.p99(), b.jInt.p99(), false)
-	add("first interrupt of a new kernel, p50", b.cbFirstInt.p50(), b.jFirstInt.p50(), false)
+	add("cold start to the first `1+1` result, p50 (new scratch workspace)", p50(&b.cbCold), p50(&b.jCold), true)
+	add("  the same, already-open workspace", p50(&b.cbColdWS), p50(&b.jCold), false)
+	add("`1+1` round trip, p50", p50(&b.cbRTT), p50(&b.jRTT), true)
+	add("`1+1` round trip, p99", p99(&b.cbRTT), p99(&b.jRTT), true)
+	add("  p50 against bare over plain pyzmq (no jupyter_client)", p50(&b.cbRTT), p50(&b.jRaw), false)
+	add("100,000 printed lines, all delivered, p50", p50(&b.cbFlood), p50(&b.jFlood), true)
+	add("interrupt of `while True: pass`, p50", p50(&b.cbInt), p50(&b.jInt), false)
+	add("interrupt, p99", p99(&b.cbInt), p99(&b.jInt), false)
+	add("first interrupt of a new kernel, p50", p50(&b.cbFirstInt), p50(&b.jFirstInt), false)
 
 	fmt.Fprintf(w, "\n")
 	f := "  %-66s %11s %11s %8s  %-7s %s\n"
@@ -131,8 +133,8 @@ func (b *bench) reportHosted(w io.Writer) {
 
 	fmt.Fprintf(w, "\nraw numbers\n")
 	printSeriesHeader(w)
-	nm := func(s *series, n string) *series { s.name = n; return s }
-	group := func(title string, ss ...*series) {
+	nm := func(s *benchutil.Series, n string) *benchutil.Series { s.Name = n; return s }
+	group := func(title string, ss ...*benchutil.Series) {
 		fmt.Fprintf(w, "%s\n", title)
 		for _, s := range ss {
 			printSeries(w, s)
@@ -170,7 +172,7 @@ func (b *bench) reportHosted(w io.Writer) {
 	if n := b.cbLost + b.jLost + b.cbFirstLost + b.jFirstLost; n > 0 {
 		fmt.Fprintf(w, "  LOST interrupts (the loop still ran %v later; another interrupt stopped it), counted as %v in the figures above:\n", lostAfter, lostAfter)
 		fmt.Fprintf(w, "    hosted %d of %d, and %d of %d first interrupts; bare %d of %d, and %d of %d first interrupts\n",
-			b.cbLost, len(b.cbInt.d), b.cbFirstLost, len(b.cbFirstInt.d), b.jLost, len(b.jInt.d), b.jFirstLost, len(b.jFirstInt.d))
+			b.cbLost, len(b.cbInt.D), b.cbFirstLost, len(b.cbFirstInt.D), b.jLost, len(b.jInt.D), b.jFirstLost, len(b.jFirstInt.D))
 	}
 	if b.cbIntNoBusy+b.jIntNoBusy > 0 {
 		fmt.Fprintf(w, "  interrupt: the busy status was not seen within 50 ms %d times (hosted) and %d times (bare)\n", b.cbIntNoBusy, b.jIntNoBusy)

@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
@@ -84,7 +85,7 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer removeAll(base)
+	defer benchutil.RemoveAll(base)
 	b := &bench{o: o, base: base, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5)), expect: floodText()}
 	b.project = filepath.Join(base, "project")
 	if err := os.MkdirAll(b.project, 0o755); err != nil {
@@ -101,12 +102,12 @@ func run(args []string, stdout io.Writer) error {
 	if err := b.checkLanguage(); err != nil {
 		return err
 	}
-	if b.j, err = startJupyter(o.python, base); err != nil {
+	if b.j, err = benchutil.StartJupyter(o.python, jupyterSide, filepath.Join(base, "jupyter")); err != nil {
 		return fmt.Errorf("start the jupyter side: %w", err)
 	}
-	defer b.j.close()
-	b.j.kernel = b.bareKernel()
-	if err := b.j.do(map[string]any{"op": "versions"}, &b.jv); err != nil {
+	defer b.j.Close()
+	b.j.Kernel = b.bareKernel()
+	if err := b.j.Do(map[string]any{"op": "versions"}, &b.jv); err != nil {
 		return err
 	}
 
@@ -128,7 +129,7 @@ func run(args []string, stdout io.Writer) error {
 		fmt.Fprintf(os.Stderr, "kernel-bench: %s...\n", s.what)
 		t0 := time.Now()
 		if err := s.f(); err != nil {
-			return fmt.Errorf("%s: %w%s", s.what, err, b.d.stderr.show())
+			return fmt.Errorf("%s: %w%s", s.what, err, b.d.stderr.Show())
 		}
 		fmt.Fprintf(os.Stderr, "kernel-bench:   %.1f s\n", time.Since(t0).Seconds())
 	}
@@ -142,7 +143,7 @@ type bench struct {
 	project string
 	rng     *rand.Rand
 	d       *daemon
-	j       *jupyter
+	j       *benchutil.Jupyter
 	jv      struct{ Python, Ipykernel, Jupyter_client, Zmq, Pyzmq string }
 	expect  string
 
@@ -154,20 +155,20 @@ type bench struct {
 	mainID    string // the cellbox kernel of the round trips, floods and interrupts
 
 	// cold starts
-	cbCold, cbColdStart, cbShutdown       series
-	cbColdWS, cbColdWSStart, cbShutdownWS series
-	jCold, jInfo, jIopub                  series
+	cbCold, cbColdStart, cbShutdown       benchutil.Series
+	cbColdWS, cbColdWSStart, cbShutdownWS benchutil.Series
+	jCold, jInfo, jIopub                  benchutil.Series
 	jNudges                               int
-	cbFirstInt, jFirstInt                 series
+	cbFirstInt, jFirstInt                 benchutil.Series
 	// round trips
-	cbRTT, jRTT, jRaw series
+	cbRTT, jRTT, jRaw benchutil.Series
 	// floods
-	cbFlood, cbFloodDaemon, jFlood, floorWhole, floorLoop, pyPass series
-	cbFloodInside, jFloodInside                                   series
-	cbFloodDaemonCPU, cbFloodClientCPU, cbFloodKernelCPU          series
+	cbFlood, cbFloodDaemon, jFlood, floorWhole, floorLoop, pyPass benchutil.Series
+	cbFloodInside, jFloodInside                                   benchutil.Series
+	cbFloodDaemonCPU, cbFloodClientCPU, cbFloodKernelCPU          benchutil.Series
 	cbFloodNotes, jFloodMsgs                                      int
 	// interrupts
-	cbInt, cbIntCall, jInt, jIntSignal series
+	cbInt, cbIntCall, jInt, jIntSignal benchutil.Series
 	cbIntNoBusy, jIntNoBusy            int
 	cbLost, jLost                      int // lost interrupts, counted as lostAfter
 	cbFirstLost, jFirstLost            int
@@ -224,8 +225,8 @@ func (b *bench) coldStarts() error {
 		return err
 	}
 	b.wsID = ws.WorkspaceID
-	b.cbColdStart.name = "  of which kernel/start"
-	b.cbColdWSStart.name = "  of which kernel/start"
+	b.cbColdStart.Name = "  of which kernel/start"
+	b.cbColdWSStart.Name = "  of which kernel/start"
 	err := b.each(b.o.n,
 		&bcase{name: "cellbox cold start, scratch workspace", run: func(record bool) error {
 			// A scratch workspace's sandbox comes from the daemon's pool,
@@ -244,12 +245,12 @@ func (b *bench) coldStarts() error {
 				Nudges                               int
 				Version                              string
 			}
-			if err := b.j.do(map[string]any{"op": "cold", "k": "cold"}, &a); err != nil {
+			if err := b.j.Do(map[string]any{"op": "cold", "k": "cold"}, &a); err != nil {
 				return err
 			}
 			b.jVersion = a.Version
 			var ia jInterrupt
-			err := b.j.do(map[string]any{"op": "interrupt", "k": "cold", "settleMs": b.settleMs()}, &ia)
+			err := b.j.Do(map[string]any{"op": "interrupt", "k": "cold", "settleMs": b.settleMs()}, &ia)
 			if err == nil {
 				err = ia.check()
 			}
@@ -257,22 +258,22 @@ func (b *bench) coldStarts() error {
 			if lost {
 				err = nil
 			}
-			if err2 := b.j.do(map[string]any{"op": "shutdown", "k": "cold"}, nil); err == nil {
+			if err2 := b.j.Do(map[string]any{"op": "shutdown", "k": "cold"}, nil); err == nil {
 				err = err2
 			}
 			if err != nil {
 				return err
 			}
 			if record {
-				b.jInfo.add(msDur(a.KernelInfoMs))
-				b.jIopub.add(msDur(a.IopubMs))
-				b.jCold.add(msDur(a.FirstResultMs))
+				b.jInfo.Add(msDur(a.KernelInfoMs))
+				b.jIopub.Add(msDur(a.IopubMs))
+				b.jCold.Add(msDur(a.FirstResultMs))
 				b.jNudges += a.Nudges
 				if lost {
 					b.jFirstLost++
-					b.jFirstInt.add(lostAfter)
+					b.jFirstInt.Add(lostAfter)
 				} else {
-					b.jFirstInt.add(msDur(ia.Ms))
+					b.jFirstInt.Add(msDur(ia.Ms))
 				}
 			}
 			return nil
@@ -284,7 +285,7 @@ func (b *bench) coldStarts() error {
 	return b.d.c.call(protocol.MethodWorkspaceClose, protocol.WorkspaceCloseParams{WorkspaceID: b.wsID}, nil)
 }
 
-func (b *bench) cbColdOnce(ws string, record bool, first, start, shutdown *series) error {
+func (b *bench) cbColdOnce(ws string, record bool, first, start, shutdown *benchutil.Series) error {
 	c := b.d.c
 	t0 := time.Now()
 	res, err := c.startKernel(ws)
@@ -311,14 +312,14 @@ func (b *bench) cbColdOnce(ws string, record bool, first, start, shutdown *serie
 		return err
 	}
 	if record {
-		first.add(t2.Sub(t0))
-		start.add(t1.Sub(t0))
-		shutdown.add(time.Since(t3))
+		first.Add(t2.Sub(t0))
+		start.Add(t1.Sub(t0))
+		shutdown.Add(time.Since(t3))
 		if lost {
 			b.cbFirstLost++
-			b.cbFirstInt.add(lostAfter)
+			b.cbFirstInt.Add(lostAfter)
 		} else {
-			b.cbFirstInt.add(s.total)
+			b.cbFirstInt.Add(s.total)
 		}
 	}
 	b.cbVersion = res.LanguageInfo.Version
@@ -358,29 +359,29 @@ func (b *bench) roundTrips() error {
 		return err
 	}
 	b.mainID = res.KernelID
-	if err := b.j.do(map[string]any{"op": "start", "k": "main"}, nil); err != nil {
+	if err := b.j.Do(map[string]any{"op": "start", "k": "main"}, nil); err != nil {
 		return err
 	}
-	cb := func(n int, s *series) error {
+	cb := func(n int, s *benchutil.Series) error {
 		for range n {
 			t0 := time.Now()
 			if err := b.d.c.onePlusOne(b.mainID); err != nil {
 				return err
 			}
 			if s != nil {
-				s.add(time.Since(t0))
+				s.Add(time.Since(t0))
 			}
 		}
 		return nil
 	}
-	jup := func(op string, n int, s *series) error {
+	jup := func(op string, n int, s *benchutil.Series) error {
 		var a struct{ Ms []float64 }
-		if err := b.j.do(map[string]any{"op": op, "k": "main", "n": n}, &a); err != nil {
+		if err := b.j.Do(map[string]any{"op": op, "k": "main", "n": n}, &a); err != nil {
 			return err
 		}
 		for _, x := range a.Ms {
 			if s != nil {
-				s.add(msDur(x))
+				s.Add(msDur(x))
 			}
 		}
 		return nil
@@ -398,9 +399,9 @@ func (b *bench) roundTrips() error {
 	b.o.warmup = 0
 	defer func() { b.o.warmup = saved }()
 	return b.each((b.o.rtt+block-1)/block,
-		&bcase{name: "cellbox round trips", run: func(bool) error { return cb(min(block, b.o.rtt-len(b.cbRTT.d)), &b.cbRTT) }},
-		&bcase{name: "jupyter round trips", run: func(bool) error { return jup("rtt", min(block, b.o.rtt-len(b.jRTT.d)), &b.jRTT) }},
-		&bcase{name: "jupyter round trips over pyzmq", run: func(bool) error { return jup("rttraw", min(block, b.o.rtt-len(b.jRaw.d)), &b.jRaw) }},
+		&bcase{name: "cellbox round trips", run: func(bool) error { return cb(min(block, b.o.rtt-len(b.cbRTT.D)), &b.cbRTT) }},
+		&bcase{name: "jupyter round trips", run: func(bool) error { return jup("rtt", min(block, b.o.rtt-len(b.jRTT.D)), &b.jRTT) }},
+		&bcase{name: "jupyter round trips over pyzmq", run: func(bool) error { return jup("rttraw", min(block, b.o.rtt-len(b.jRaw.D)), &b.jRaw) }},
 	)
 }
 
@@ -439,12 +440,12 @@ func (b *bench) floods() error {
 					res.Status, res.OutputTruncated, len(got), strings.Count(got, "\n"), len(b.expect), floodLines)
 			}
 			if record {
-				b.cbFlood.add(d)
-				b.cbFloodDaemon.add(time.Duration(res.DurationMs) * time.Millisecond)
-				b.cbFloodDaemonCPU.add(dm)
-				b.cbFloodClientCPU.add(me)
+				b.cbFlood.Add(d)
+				b.cbFloodDaemon.Add(time.Duration(res.DurationMs) * time.Millisecond)
+				b.cbFloodDaemonCPU.Add(dm)
+				b.cbFloodClientCPU.Add(me)
 				if res.CPUMs != nil {
-					b.cbFloodKernelCPU.add(time.Duration(*res.CPUMs) * time.Millisecond)
+					b.cbFloodKernelCPU.Add(time.Duration(*res.CPUMs) * time.Millisecond)
 				}
 				b.cbFloodNotes = notes
 			}
@@ -458,14 +459,14 @@ func (b *bench) floods() error {
 				Messages     int
 				Status       string
 			}
-			if err := b.j.do(map[string]any{"op": "flood", "k": "main", "code": floodCode, "expect": b.expect}, &a); err != nil {
+			if err := b.j.Do(map[string]any{"op": "flood", "k": "main", "code": floodCode, "expect": b.expect}, &a); err != nil {
 				return err
 			}
 			if !a.Exact || a.Status != "ok" {
 				return fmt.Errorf("jupyter flood: status %s, %d bytes and %d lines of stdout, want %d and %d", a.Status, a.Bytes, a.Lines, len(b.expect), floodLines)
 			}
 			if record {
-				b.jFlood.add(msDur(a.Ms))
+				b.jFlood.Add(msDur(a.Ms))
 				b.jFloodMsgs = a.Messages
 			}
 			return nil
@@ -486,7 +487,7 @@ func (b *bench) floods() error {
 			t.mu.Unlock()
 			d, err := insideTime(res.Status == protocol.ExecutionStatusOK && got == b.expect, errText)
 			if err == nil && record {
-				b.cbFloodInside.add(d)
+				b.cbFloodInside.Add(d)
 			}
 			return err
 		}},
@@ -496,20 +497,20 @@ func (b *bench) floods() error {
 				Status string
 				Stderr string
 			}
-			if err := b.j.do(map[string]any{"op": "flood", "k": "main", "code": floorCode, "expect": b.expect}, &a); err != nil {
+			if err := b.j.Do(map[string]any{"op": "flood", "k": "main", "code": floorCode, "expect": b.expect}, &a); err != nil {
 				return err
 			}
 			d, err := insideTime(a.Status == "ok" && a.Exact, a.Stderr)
 			if err == nil && record {
-				b.jFloodInside.add(d)
+				b.jFloodInside.Add(d)
 			}
 			return err
 		}},
 		&bcase{name: "python floor", run: func(record bool) error {
 			whole, loop, err := b.floor()
 			if err == nil && record {
-				b.floorWhole.add(whole)
-				b.floorLoop.add(loop)
+				b.floorWhole.Add(whole)
+				b.floorLoop.Add(loop)
 			}
 			return err
 		}},
@@ -519,7 +520,7 @@ func (b *bench) floods() error {
 			t0 := time.Now()
 			err := cmd.Run()
 			if err == nil && record {
-				b.pyPass.add(time.Since(t0))
+				b.pyPass.Add(time.Since(t0))
 			}
 			return err
 		}})
@@ -602,14 +603,14 @@ func (b *bench) interrupts() error {
 			if isLost(err) {
 				fmt.Fprintf(os.Stderr, "kernel-bench:   cellbox interrupt: %v\n", err)
 				b.cbLost++
-				b.cbInt.add(lostAfter)
+				b.cbInt.Add(lostAfter)
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			b.cbInt.add(s.total)
-			b.cbIntCall.add(s.call)
+			b.cbInt.Add(s.total)
+			b.cbIntCall.Add(s.call)
 			if !s.busySeen {
 				b.cbIntNoBusy++
 			}
@@ -617,11 +618,11 @@ func (b *bench) interrupts() error {
 		}},
 		&bcase{name: "jupyter interrupt", run: func(bool) error {
 			var a jInterrupt
-			err := b.j.do(map[string]any{"op": "interrupt", "k": "main", "settleMs": b.settleMs()}, &a)
+			err := b.j.Do(map[string]any{"op": "interrupt", "k": "main", "settleMs": b.settleMs()}, &a)
 			if isLost(err) {
 				fmt.Fprintf(os.Stderr, "kernel-bench:   jupyter interrupt: %v\n", err)
 				b.jLost++
-				b.jInt.add(lostAfter)
+				b.jInt.Add(lostAfter)
 				return nil
 			}
 			if err != nil {
@@ -630,8 +631,8 @@ func (b *bench) interrupts() error {
 			if err := a.check(); err != nil {
 				return err
 			}
-			b.jInt.add(msDur(a.Ms))
-			b.jIntSignal.add(msDur(a.SignalMs))
+			b.jInt.Add(msDur(a.Ms))
+			b.jIntSignal.Add(msDur(a.SignalMs))
 			if !a.BusySeen {
 				b.jIntNoBusy++
 			}
@@ -680,14 +681,9 @@ func exeSize(path string) string {
 	return fmt.Sprintf("%.1f MB", float64(fi.Size())/1e6)
 }
 
-// removeAll removes the benchmark's directory; overlayfs leaves work/work
-// with mode 000, which its owner must open up first.
-func removeAll(dir string) {
-	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			_ = os.Chmod(path, 0o700)
-		}
-		return nil
-	})
-	_ = os.RemoveAll(dir)
+// cpuTime is the CPU time all of pid's threads have used (schedstat, in
+// ns; 0 when unreadable).
+func cpuTime(pid int) time.Duration {
+	d, _ := benchutil.RunTime(pid)
+	return d
 }

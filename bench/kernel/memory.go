@@ -10,15 +10,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
 // memResults are the memory figures, in KiB.
 type memResults struct {
-	idlePy      mem // the first of the idle kernels: its python
-	idleHelpers mem // and the helpers of its sandbox
+	idlePy      benchutil.Mem // the first of the idle kernels: its python
+	idleHelpers benchutil.Mem // and the helpers of its sandbox
 	idleOthers  []string
-	jIdle       mem // an idle ipykernel (and any children)
+	jIdle       benchutil.Mem // an idle ipykernel (and any children)
 	scratch     *hundred
 	shared      *hundred
 }
@@ -29,9 +30,9 @@ type hundred struct {
 	where                   string
 	k, sandboxes            int
 	start, shutdown         time.Duration
-	baseDaemon, baseHelpers mem // before: the daemon with no kernel, and its pooled sandbox's helpers
-	daemon, pythons, helper mem
-	others                  mem
+	baseDaemon, baseHelpers benchutil.Mem // before: the daemon with no kernel, and its pooled sandbox's helpers
+	daemon, pythons, helper benchutil.Mem
+	others                  benchutil.Mem
 	otherNames              []string
 }
 
@@ -43,20 +44,20 @@ func (b *bench) memory() error {
 	if err := b.d.c.shutdownKernel(b.mainID); err != nil {
 		return err
 	}
-	if err := b.j.do(map[string]any{"op": "shutdown", "k": "main"}, nil); err != nil {
+	if err := b.j.Do(map[string]any{"op": "shutdown", "k": "main"}, nil); err != nil {
 		return err
 	}
 
 	// Jupyter: a fresh kernel that ran `1+1`, left idle for a second.
 	var ja struct{ Pid int }
-	if err := b.j.do(map[string]any{"op": "start", "k": "idle"}, &ja); err != nil {
+	if err := b.j.Do(map[string]any{"op": "start", "k": "idle"}, &ja); err != nil {
 		return err
 	}
 	time.Sleep(time.Second)
-	ps := scanProcs()
-	b.mm.jIdle = memOf(ja.Pid)
-	b.mm.jIdle.add(memOfAll(ps.under(ja.Pid)))
-	if err := b.j.do(map[string]any{"op": "shutdown", "k": "idle"}, nil); err != nil {
+	ps := benchutil.Scan()
+	b.mm.jIdle = benchutil.MemOf(ja.Pid)
+	b.mm.jIdle.Add(benchutil.MemOfAll(ps.Under(ja.Pid)))
+	if err := b.j.Do(map[string]any{"op": "shutdown", "k": "idle"}, nil); err != nil {
 		return err
 	}
 
@@ -82,8 +83,8 @@ func (b *bench) freshHundred(wsName string, first bool) (*hundred, error) {
 	}
 	b.d = d
 	time.Sleep(2 * time.Second)
-	baseDaemon := memOf(d.pid())
-	baseHelpers := memOfAll(filter(scanProcs().under(d.pid()), (*proc).isHelper))
+	baseDaemon := benchutil.MemOf(d.pid())
+	baseHelpers := benchutil.MemOfAll(benchutil.Filter(benchutil.Scan().Under(d.pid()), (*benchutil.Proc).IsHelper))
 	ws := ""
 	if wsName != "" {
 		var info protocol.WorkspaceInfo
@@ -114,8 +115,8 @@ func (b *bench) hundred(ws string, first bool) (*hundred, error) {
 	}
 	daemon := b.d.pid()
 	before := map[int]bool{}
-	for _, p := range scanProcs().under(daemon) {
-		before[p.pid] = true
+	for _, p := range benchutil.Scan().Under(daemon) {
+		before[p.PID] = true
 	}
 	var ids []string
 	defer func() {
@@ -135,12 +136,12 @@ func (b *bench) hundred(ws string, first bool) (*hundred, error) {
 			return nil, fmt.Errorf("kernel %d of %d: %w", i+1, h.k, err)
 		}
 		if i == 0 && first {
-			for _, p := range scanProcs().under(daemon) {
-				if p.isPython() && !before[p.pid] {
+			for _, p := range benchutil.Scan().Under(daemon) {
+				if p.IsPython() && !before[p.PID] {
 					if firstPy != 0 {
-						return nil, fmt.Errorf("two new python processes after one kernel/start (%d, %d)", firstPy, p.pid)
+						return nil, fmt.Errorf("two new python processes after one kernel/start (%d, %d)", firstPy, p.PID)
 					}
-					firstPy = p.pid
+					firstPy = p.PID
 				}
 			}
 			if firstPy == 0 {
@@ -154,27 +155,27 @@ func (b *bench) hundred(ws string, first bool) (*hundred, error) {
 	h.start = time.Since(t0)
 	time.Sleep(2 * time.Second)
 
-	ps := scanProcs()
-	under := ps.under(daemon)
-	h.daemon = memOf(daemon)
-	h.pythons = memOfAll(filter(under, (*proc).isPython))
-	h.helper = memOfAll(filter(under, (*proc).isHelper))
-	others := filter(under, func(p *proc) bool { return !p.isPython() && !p.isHelper() })
-	h.others = memOfAll(others)
+	ps := benchutil.Scan()
+	under := ps.Under(daemon)
+	h.daemon = benchutil.MemOf(daemon)
+	h.pythons = benchutil.MemOfAll(benchutil.Filter(under, (*benchutil.Proc).IsPython))
+	h.helper = benchutil.MemOfAll(benchutil.Filter(under, (*benchutil.Proc).IsHelper))
+	others := benchutil.Filter(under, func(p *benchutil.Proc) bool { return !p.IsPython() && !p.IsHelper() })
+	h.others = benchutil.MemOfAll(others)
 	names := map[string]int{}
 	for _, p := range others {
-		names[p.name()]++
+		names[p.Name()]++
 	}
 	for n, k := range names {
 		h.otherNames = append(h.otherNames, fmt.Sprintf("%d× %s", k, n))
 	}
 	sort.Strings(h.otherNames)
 	inits := map[int]bool{}
-	for _, p := range filter(under, (*proc).isPython) {
-		inits[ps.sandboxInit(p, daemon)] = true
+	for _, p := range benchutil.Filter(under, (*benchutil.Proc).IsPython) {
+		inits[sandboxInit(ps, p, daemon)] = true
 	}
 	h.sandboxes = len(inits)
-	if n := h.pythons.n; n != h.k {
+	if n := h.pythons.N; n != h.k {
 		return nil, fmt.Errorf("%d python processes under the daemon with %d kernels", n, h.k)
 	}
 
@@ -183,13 +184,13 @@ func (b *bench) hundred(ws string, first bool) (*hundred, error) {
 		if p == nil {
 			return nil, fmt.Errorf("the first kernel's python (pid %d) is gone", firstPy)
 		}
-		b.mm.idlePy = memOf(firstPy)
-		init := ps.sandboxInit(p, daemon)
-		sb := append([]*proc{ps[init]}, ps.under(init)...)
-		b.mm.idleHelpers = memOfAll(filter(sb, (*proc).isHelper))
+		b.mm.idlePy = benchutil.MemOf(firstPy)
+		init := sandboxInit(ps, p, daemon)
+		sb := append([]*benchutil.Proc{ps[init]}, ps.Under(init)...)
+		b.mm.idleHelpers = benchutil.MemOfAll(benchutil.Filter(sb, (*benchutil.Proc).IsHelper))
 		for _, q := range sb {
-			if !q.isHelper() && !q.isPython() {
-				b.mm.idleOthers = append(b.mm.idleOthers, q.name())
+			if !q.IsHelper() && !q.IsPython() {
+				b.mm.idleOthers = append(b.mm.idleOthers, q.Name())
 			}
 		}
 	}
@@ -206,42 +207,73 @@ func (b *bench) hundred(ws string, first bool) (*hundred, error) {
 	return h, nil
 }
 
-func filter(ps []*proc, keep func(*proc) bool) []*proc {
-	var out []*proc
-	for _, p := range ps {
-		if keep(p) {
-			out = append(out, p)
+// sandboxInit is the helper at the top of p's sandbox: the ancestor of p
+// whose parent is the daemon (0 when there is none).
+func sandboxInit(ps benchutil.Procs, p *benchutil.Proc, daemon int) int {
+	for q := p; q != nil; q = ps[q.PPID] {
+		if q.PPID == daemon {
+			return q.PID
 		}
 	}
-	return out
+	return 0
 }
 
 // idleFigure is an idle cellbox kernel's memory: its python, its share of
 // its sandbox's helpers, and its share of the daemon (the daemon's growth
 // from no kernel to K, over K).
-func (b *bench) idleFigure(helpersPer int) (total, daemonShare mem) {
+func (b *bench) idleFigure(helpersPer int) (total, daemonShare benchutil.Mem) {
 	h := b.mm.scratch
-	daemonShare = h.daemon.sub(h.baseDaemon).div(h.k)
+	daemonShare = memDiv(memSub(h.daemon, h.baseDaemon), h.k)
 	total = b.mm.idlePy
-	total.add(b.mm.idleHelpers.div(helpersPer))
-	total.add(daemonShare)
+	total.Add(memDiv(b.mm.idleHelpers, helpersPer))
+	total.Add(daemonShare)
 	return total, daemonShare
 }
 
 // marginal is what K kernels added, over K: every process under the
 // daemon and the daemon, less the baseline (daemon and pool).
-func (b *bench) marginal(h *hundred) mem {
-	var all mem
-	all.add(h.daemon)
-	all.add(h.pythons)
-	all.add(h.helper)
-	all.add(h.others)
-	var base mem
-	base.add(h.baseDaemon)
-	base.add(h.baseHelpers)
-	m := all.sub(base).div(h.k)
-	m.pssMissing = h.daemon.pssMissing + h.pythons.pssMissing + h.helper.pssMissing + h.others.pssMissing
+func (b *bench) marginal(h *hundred) benchutil.Mem {
+	var all benchutil.Mem
+	all.Add(h.daemon)
+	all.Add(h.pythons)
+	all.Add(h.helper)
+	all.Add(h.others)
+	var base benchutil.Mem
+	base.Add(h.baseDaemon)
+	base.Add(h.baseHelpers)
+	m := memDiv(memSub(all, base), h.k)
+	m.PSSMissing = h.daemon.PSSMissing + h.pythons.PSSMissing + h.helper.PSSMissing + h.others.PSSMissing
 	return m
+}
+
+// memDiv is m's sizes over k (k <= 0: m); the counts stay.
+func memDiv(m benchutil.Mem, k int) benchutil.Mem {
+	if k <= 0 {
+		return m
+	}
+	d := int64(k)
+	return benchutil.Mem{N: m.N, RSS: m.RSS / d, Anon: m.Anon / d, File: m.File / d, Shmem: m.Shmem / d, PSS: m.PSS / d, PSSMissing: m.PSSMissing}
+}
+
+// memSub is m less o. Its PSSMissing is left 0: marginal sets it from
+// the parts, and idleFigure's is the daemon's, whose smaps_rollup the
+// benchmark's own user can read.
+func memSub(m, o benchutil.Mem) benchutil.Mem {
+	return benchutil.Mem{N: m.N - o.N, RSS: m.RSS - o.RSS, Anon: m.Anon - o.Anon, File: m.File - o.File, Shmem: m.Shmem - o.Shmem, PSS: m.PSS - o.PSS}
+}
+
+// pssText is the PSS, or why it is missing.
+func pssText(m benchutil.Mem) string {
+	if m.PSSMissing > 0 {
+		return fmt.Sprintf("PSS n/a (%d unreadable)", m.PSSMissing)
+	}
+	return "PSS " + benchutil.MiB(m.PSS)
+}
+
+// memText is m as the report's memory lines show it.
+func memText(m benchutil.Mem) string {
+	return fmt.Sprintf("RSS %s (anon %s, file %s, shmem %s), %s", benchutil.MiB(m.RSS), benchutil.MiB(m.Anon),
+		benchutil.MiB(m.File), benchutil.MiB(m.Shmem), pssText(m))
 }
 
 func joinOr(s []string, none string) string {

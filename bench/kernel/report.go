@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 )
 
 type row struct{ figure, cb, jup, ratio, aim, vs, met string }
@@ -31,34 +33,34 @@ func (b *bench) report(w io.Writer) {
 	printEnv(w, b)
 	var rows []row
 	timeRow := func(figure string, cb, jup time.Duration, aim, vs, met string) {
-		rows = append(rows, row{figure, ms(cb), ms(jup), fmt.Sprintf("%.1fx", speedup(cb, jup)), aim, vs, met})
+		rows = append(rows, row{figure, benchutil.Ms(cb), benchutil.Ms(jup), fmt.Sprintf("%.1fx", speedup(cb, jup)), aim, vs, met})
 	}
 
 	// Cold start.
 	for _, c := range []struct {
 		figure string
-		cb     *series
-		jup    *series
+		cb     *benchutil.Series
+		jup    *benchutil.Series
 	}{
 		{"cold start to first `1+1` result, p50 (new scratch workspace)", &b.cbCold, &b.jCold},
 		{"  the same, against ipykernel's launch to kernel_info reply", &b.cbCold, &b.jInfo},
 		{"cold start to first result, p50 (already-open workspace)", &b.cbColdWS, &b.jCold},
 	} {
-		r := speedup(c.cb.p50(), c.jup.p50())
-		timeRow(c.figure, c.cb.p50(), c.jup.p50(), ">= 10x faster", fmt.Sprintf("%.1fx faster", r), verdict(r >= 10))
+		r := speedup(p50(c.cb), p50(c.jup))
+		timeRow(c.figure, p50(c.cb), p50(c.jup), ">= 10x faster", fmt.Sprintf("%.1fx faster", r), verdict(r >= 10))
 	}
 
 	// Round trip.
-	r := speedup(b.cbRTT.p50(), b.jRTT.p50())
-	timeRow("round trip of `1+1`, p50", b.cbRTT.p50(), b.jRTT.p50(), ">= 8x faster, <= 0.5 ms",
-		fmt.Sprintf("%.1fx, %s", r, ms(b.cbRTT.p50())), verdict(r >= 8 && b.cbRTT.p50() <= 500*time.Microsecond))
-	timeRow("round trip of `1+1`, p99", b.cbRTT.p99(), b.jRTT.p99(), "", "", "")
-	timeRow("  p50 against ipykernel over plain pyzmq (no asyncio client)", b.cbRTT.p50(), b.jRaw.p50(), "", "", "")
+	r := speedup(p50(&b.cbRTT), p50(&b.jRTT))
+	timeRow("round trip of `1+1`, p50", p50(&b.cbRTT), p50(&b.jRTT), ">= 8x faster, <= 0.5 ms",
+		fmt.Sprintf("%.1fx, %s", r, benchutil.Ms(p50(&b.cbRTT))), verdict(r >= 8 && p50(&b.cbRTT) <= 500*time.Microsecond))
+	timeRow("round trip of `1+1`, p99", p99(&b.cbRTT), p99(&b.jRTT), "", "", "")
+	timeRow("  p50 against ipykernel over plain pyzmq (no asyncio client)", p50(&b.cbRTT), p50(&b.jRaw), "", "", "")
 
 	// Flood.
-	fl := float64(b.cbFlood.p50()) / float64(b.floorLoop.p50())
-	timeRow("100,000 printed lines, all delivered, p50", b.cbFlood.p50(), b.jFlood.p50(),
-		"<= 1.3x python's own print", fmt.Sprintf("%.2fx of %s", fl, ms(b.floorLoop.p50())), verdict(fl <= 1.3))
+	fl := float64(p50(&b.cbFlood)) / float64(p50(&b.floorLoop))
+	timeRow("100,000 printed lines, all delivered, p50", p50(&b.cbFlood), p50(&b.jFlood),
+		"<= 1.3x python's own print", fmt.Sprintf("%.2fx of %s", fl, benchutil.Ms(p50(&b.floorLoop))), verdict(fl <= 1.3))
 
 	// Interrupt.
 	lost := func(n, of int) string {
@@ -67,25 +69,25 @@ func (b *bench) report(w io.Writer) {
 		}
 		return fmt.Sprintf(", %d of %d lost", n, of)
 	}
-	timeRow("interrupt of `while True: pass`, p50", b.cbInt.p50(), b.jInt.p50(), "< 5 ms",
-		ms(b.cbInt.p50())+lost(b.cbLost, len(b.cbInt.d)), verdict(b.cbInt.p50() < 5*time.Millisecond))
-	timeRow("interrupt, p99", b.cbInt.p99(), b.jInt.p99(), "< 20 ms",
-		ms(b.cbInt.p99())+lost(b.cbLost, len(b.cbInt.d)), verdict(b.cbInt.p99() < 20*time.Millisecond))
-	timeRow("first interrupt of a new kernel, p50", b.cbFirstInt.p50(), b.jFirstInt.p50(), "",
-		strings.TrimPrefix(lost(b.cbFirstLost, len(b.cbFirstInt.d)), ", "), "")
+	timeRow("interrupt of `while True: pass`, p50", p50(&b.cbInt), p50(&b.jInt), "< 5 ms",
+		benchutil.Ms(p50(&b.cbInt))+lost(b.cbLost, len(b.cbInt.D)), verdict(p50(&b.cbInt) < 5*time.Millisecond))
+	timeRow("interrupt, p99", p99(&b.cbInt), p99(&b.jInt), "< 20 ms",
+		benchutil.Ms(p99(&b.cbInt))+lost(b.cbLost, len(b.cbInt.D)), verdict(p99(&b.cbInt) < 20*time.Millisecond))
+	timeRow("first interrupt of a new kernel, p50", p50(&b.cbFirstInt), p50(&b.jFirstInt), "",
+		strings.TrimPrefix(lost(b.cbFirstLost, len(b.cbFirstInt.D)), ", "), "")
 
 	// Memory.
 	if b.mm.scratch != nil {
 		total, _ := b.idleFigure(1)
 		j := b.mm.jIdle
-		rows = append(rows, row{"idle python kernel, RSS: python + helpers + daemon share", mib(total.rss), mib(j.rss),
-			fmt.Sprintf("%.1fx", float64(j.rss)/float64(total.rss)), "< 15 MiB", mib(total.rss), verdict(total.rss < 15*1024)})
-		if total.pssMissing == 0 && j.pssMissing == 0 {
-			rows = append(rows, row{"  the same as PSS (shared pages split among their users)", mib(total.pss), mib(j.pss),
-				fmt.Sprintf("%.1fx", float64(j.pss)/float64(total.pss)), "< 15 MiB", mib(total.pss), verdict(total.pss < 15*1024)})
+		rows = append(rows, row{"idle python kernel, RSS: python + helpers + daemon share", benchutil.MiB(total.RSS), benchutil.MiB(j.RSS),
+			fmt.Sprintf("%.1fx", float64(j.RSS)/float64(total.RSS)), "< 15 MiB", benchutil.MiB(total.RSS), verdict(total.RSS < 15*1024)})
+		if total.PSSMissing == 0 && j.PSSMissing == 0 {
+			rows = append(rows, row{"  the same as PSS (shared pages split among their users)", benchutil.MiB(total.PSS), benchutil.MiB(j.PSS),
+				fmt.Sprintf("%.1fx", float64(j.PSS)/float64(total.PSS)), "< 15 MiB", benchutil.MiB(total.PSS), verdict(total.PSS < 15*1024)})
 		}
-		rows = append(rows, row{fmt.Sprintf("%d idle python kernels: the daemon's own RSS", b.mm.scratch.k), mib(b.mm.scratch.daemon.rss), "-", "",
-			"< 200 MiB", mib(b.mm.scratch.daemon.rss), verdict(b.mm.scratch.daemon.rss < 200*1024)})
+		rows = append(rows, row{fmt.Sprintf("%d idle python kernels: the daemon's own RSS", b.mm.scratch.k), benchutil.MiB(b.mm.scratch.daemon.RSS), "-", "",
+			"< 200 MiB", benchutil.MiB(b.mm.scratch.daemon.RSS), verdict(b.mm.scratch.daemon.RSS < 200*1024)})
 	}
 
 	fmt.Fprintf(w, "\n")
@@ -100,8 +102,8 @@ func (b *bench) report(w io.Writer) {
 	// The raw numbers.
 	fmt.Fprintf(w, "\nraw numbers (cellbox timed in this Go client over JSON-RPC on the daemon's stdio; jupyter timed in its python client)\n")
 	printSeriesHeader(w)
-	name := func(s *series, n string) *series { s.name = n; return s }
-	group := func(title string, ss ...*series) {
+	name := func(s *benchutil.Series, n string) *benchutil.Series { s.Name = n; return s }
+	group := func(title string, ss ...*benchutil.Series) {
 		fmt.Fprintf(w, "%s\n", title)
 		for _, s := range ss {
 			printSeries(w, s)
@@ -141,11 +143,11 @@ func (b *bench) report(w io.Writer) {
 		name(&b.jIntSignal, "  km.interrupt_kernel() itself"),
 		name(&b.jFirstInt, "jupyter, the first interrupt of a new kernel (cold-start kernels)"))
 	fmt.Fprintf(w, "  flood: cellbox sent %d kernel/output notifications, jupyter %d iopub stream messages; cellbox p50 is %.2fx python's own loop and %.2fx the whole python command\n",
-		b.cbFloodNotes, b.jFloodMsgs, fl, float64(b.cbFlood.p50())/float64(b.floorWhole.p50()))
+		b.cbFloodNotes, b.jFloodMsgs, fl, float64(p50(&b.cbFlood))/float64(p50(&b.floorWhole)))
 	if n := b.cbLost + b.jLost + b.cbFirstLost + b.jFirstLost; n > 0 {
 		fmt.Fprintf(w, "  LOST interrupts (the loop still ran %v later; another interrupt stopped it), counted as %v in the figures above:\n", lostAfter, lostAfter)
 		fmt.Fprintf(w, "    cellbox %d of %d, and %d of %d first interrupts; jupyter %d of %d, and %d of %d first interrupts\n",
-			b.cbLost, len(b.cbInt.d), b.cbFirstLost, len(b.cbFirstInt.d), b.jLost, len(b.jInt.d), b.jFirstLost, len(b.jFirstInt.d))
+			b.cbLost, len(b.cbInt.D), b.cbFirstLost, len(b.cbFirstInt.D), b.jLost, len(b.jInt.D), b.jFirstLost, len(b.jFirstInt.D))
 	}
 	if b.cbIntNoBusy+b.jIntNoBusy > 0 {
 		fmt.Fprintf(w, "  interrupt: the busy status was not seen within 50 ms %d times (cellbox) and %d times (jupyter)\n", b.cbIntNoBusy, b.jIntNoBusy)
@@ -187,33 +189,33 @@ func (b *bench) reportMemory(w io.Writer) {
 	fmt.Fprintf(w, "  daemon's RSS grew from no kernel to %d kernels, over %d. Each kernel ran `1+1` and then idled 2 s.\n", h.k, h.k)
 	fmt.Fprintf(w, "  Summing RSS counts the pages the helpers share with each other and the daemon (the binary's text) once per process;\n")
 	fmt.Fprintf(w, "  the PSS sum does not.\n")
-	fmt.Fprintf(w, "  %-58s %s\n", "python driver (python3 -c DRIVER)", m.idlePy)
-	fmt.Fprintf(w, "  %-58s %s\n", fmt.Sprintf("its sandbox's helpers (%d processes)", m.idleHelpers.n), m.idleHelpers)
+	fmt.Fprintf(w, "  %-58s %s\n", "python driver (python3 -c DRIVER)", memText(m.idlePy))
+	fmt.Fprintf(w, "  %-58s %s\n", fmt.Sprintf("its sandbox's helpers (%d processes)", m.idleHelpers.N), memText(m.idleHelpers))
 	if len(m.idleOthers) > 0 {
 		fmt.Fprintf(w, "  %-58s %s (not counted above)\n", "other processes in its sandbox", joinOr(m.idleOthers, "none"))
 	}
-	fmt.Fprintf(w, "  %-58s RSS %s, PSS %s\n", fmt.Sprintf("its share of the daemon ((with %d − with none) / %d)", h.k, h.k), mib(share.rss), mib(share.pss))
-	fmt.Fprintf(w, "  %-58s RSS %s, %s\n", "idle cellbox kernel, own scratch workspace (the figure)", mib(total.rss), total.pssText())
+	fmt.Fprintf(w, "  %-58s RSS %s, PSS %s\n", fmt.Sprintf("its share of the daemon ((with %d − with none) / %d)", h.k, h.k), benchutil.MiB(share.RSS), benchutil.MiB(share.PSS))
+	fmt.Fprintf(w, "  %-58s RSS %s, %s\n", "idle cellbox kernel, own scratch workspace (the figure)", benchutil.MiB(total.RSS), pssText(total))
 	if s := m.shared; s != nil {
 		t2, _ := b.idleFigure(s.k)
-		fmt.Fprintf(w, "  %-58s RSS %s, %s\n", fmt.Sprintf("  the same with the helpers shared by %d kernels", s.k), mib(t2.rss), t2.pssText())
+		fmt.Fprintf(w, "  %-58s RSS %s, %s\n", fmt.Sprintf("  the same with the helpers shared by %d kernels", s.k), benchutil.MiB(t2.RSS), pssText(t2))
 	}
-	fmt.Fprintf(w, "  %-58s %s\n", "idle ipykernel (its process; jupyter has no helpers)", m.jIdle)
+	fmt.Fprintf(w, "  %-58s %s\n", "idle ipykernel (its process; jupyter has no helpers)", memText(m.jIdle))
 	for _, h := range []*hundred{m.scratch, m.shared} {
 		if h == nil {
 			continue
 		}
 		fmt.Fprintf(w, "  %d idle kernels, %s, in a new daemon: started in %.1f s, shut down in %.1f s; %d sandboxes\n",
 			h.k, h.where, h.start.Seconds(), h.shutdown.Seconds(), h.sandboxes)
-		fmt.Fprintf(w, "    %-56s %s\n", "before: the daemon with no kernel", h.baseDaemon)
-		fmt.Fprintf(w, "    %-56s %s\n", fmt.Sprintf("before: its pooled sandbox, launched ahead (%d helpers)", h.baseHelpers.n), h.baseHelpers)
-		fmt.Fprintf(w, "    %-56s %s\n", "the daemon itself", h.daemon)
-		fmt.Fprintf(w, "    %-56s %s\n", fmt.Sprintf("all python processes (%d)", h.pythons.n), h.pythons)
-		fmt.Fprintf(w, "    %-56s %s\n", fmt.Sprintf("all sandbox helpers (%d, the pool's included)", h.helper.n), h.helper)
-		if h.others.n > 0 {
-			fmt.Fprintf(w, "    %-56s %s: %s\n", fmt.Sprintf("other processes (%d)", h.others.n), h.others, joinOr(h.otherNames, ""))
+		fmt.Fprintf(w, "    %-56s %s\n", "before: the daemon with no kernel", memText(h.baseDaemon))
+		fmt.Fprintf(w, "    %-56s %s\n", fmt.Sprintf("before: its pooled sandbox, launched ahead (%d helpers)", h.baseHelpers.N), memText(h.baseHelpers))
+		fmt.Fprintf(w, "    %-56s %s\n", "the daemon itself", memText(h.daemon))
+		fmt.Fprintf(w, "    %-56s %s\n", fmt.Sprintf("all python processes (%d)", h.pythons.N), memText(h.pythons))
+		fmt.Fprintf(w, "    %-56s %s\n", fmt.Sprintf("all sandbox helpers (%d, the pool's included)", h.helper.N), memText(h.helper))
+		if h.others.N > 0 {
+			fmt.Fprintf(w, "    %-56s %s: %s\n", fmt.Sprintf("other processes (%d)", h.others.N), memText(h.others), joinOr(h.otherNames, ""))
 		}
 		mg := b.marginal(h)
-		fmt.Fprintf(w, "    %-56s RSS %s, %s\n", "per kernel: everything's growth from the baseline / k", mib(mg.rss), mg.pssText())
+		fmt.Fprintf(w, "    %-56s RSS %s, %s\n", "per kernel: everything's growth from the baseline / k", benchutil.MiB(mg.RSS), pssText(mg))
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,7 +237,7 @@ func (b *bench) measure(p *point) error {
 	}
 	p.daemon = benchutil.MemOf(pid)
 	under := benchutil.Scan().Under(pid)
-	m, err := b.d.Metrics()
+	m, err := b.d.Metrics(context.Background())
 	if err != nil {
 		return err
 	}

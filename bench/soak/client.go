@@ -11,12 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"go.lsp.dev/jsonrpc2"
 
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
@@ -28,36 +27,6 @@ const (
 )
 
 var languages = []string{"python", "javascript", "bash"}
-
-// wsStream adapts a websocket to jsonrpc2.Stream and counts its bytes.
-type wsStream struct {
-	ws     *websocket.Conn
-	mu     sync.Mutex
-	tx, rx *atomic.Int64
-}
-
-func (s *wsStream) Read(context.Context) (jsonrpc2.Message, int64, error) {
-	_, b, err := s.ws.ReadMessage()
-	if err != nil {
-		return nil, 0, err
-	}
-	s.rx.Add(int64(len(b)))
-	m, err := jsonrpc2.DecodeMessage(b)
-	return m, int64(len(b)), err
-}
-
-func (s *wsStream) Write(_ context.Context, m jsonrpc2.Message) (int64, error) {
-	b, err := jsonrpc2.EncodeMessage(m)
-	if err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tx.Add(int64(len(b)))
-	return int64(len(b)), s.ws.WriteMessage(websocket.TextMessage, b)
-}
-
-func (s *wsStream) Close() error { return s.ws.Close() }
 
 // client is one editor: a websocket connection with its own workspace on
 // its own project dir, a kernel per language, a terminal and a watch.
@@ -91,13 +60,13 @@ type execOut struct {
 }
 
 func newClient(s *soak, n int, project string) (*client, error) {
-	ws, err := s.d.dial()
+	ws, err := s.d.DialWebsocket()
 	if err != nil {
-		return nil, fmt.Errorf("dial: %w", err)
+		return nil, err
 	}
 	c := &client{n: n, s: s, project: project, kernels: map[string]string{}, changed: make(chan struct{}),
 		execs: map[string]*execOut{}, lastSeq: map[string]int64{}, seen: map[string]bool{}}
-	c.conn = jsonrpc2.NewConn(&wsStream{ws: ws, tx: &s.wsTx, rx: &s.wsRx})
+	c.conn = jsonrpc2.NewConn(benchutil.NewWSStream(ws, &s.wsTx, &s.wsRx))
 	// The handler runs on the read loop, so every notification sent before
 	// a response has been taken in when its Call returns.
 	c.conn.Go(context.Background(), func(_ context.Context, req *jsonrpc2.Request) (any, error) {

@@ -53,6 +53,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
@@ -105,7 +106,7 @@ type methodCount struct{ sent, answered, errors, unanswered int64 }
 // soak is one run and its counters.
 type soak struct {
 	o    options
-	d    *daemon
+	d    *benchutil.Daemon
 	base string
 
 	mu       sync.Mutex
@@ -155,7 +156,7 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	if o.keep {
 		fmt.Fprintf(os.Stderr, "soak: keeping %s\n", base)
 	} else {
-		defer removeAll(base)
+		defer benchutil.RemoveAll(base)
 	}
 	if o.cellbox == "" {
 		if o.cellbox, err = buildCellbox(filepath.Join(base, "bin")); err != nil {
@@ -163,13 +164,13 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		}
 	}
 	s := &soak{o: o, base: base, methods: map[string]*methodCount{}}
-	if s.d, err = startDaemon(o.cellbox, filepath.Join(base, "daemon")); err != nil {
+	if s.d, err = benchutil.Start(benchutil.Options{Bin: o.cellbox, Dir: filepath.Join(base, "daemon")}); err != nil {
 		return fmt.Errorf("start cellbox: %w", err)
 	}
 	stopped := false
 	defer func() {
 		if !stopped {
-			s.d.kill()
+			s.d.Kill()
 		}
 	}()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "soak: "+format+"\n", args...) }
@@ -238,9 +239,9 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 
 	// The daemon's exit: status 0, its runtime file removed, none of its
 	// processes left.
-	tree := scanProcs().under(s.d.pid())
+	tree := benchutil.Scan().Under(s.d.PID())
 	stopped = true
-	if err := s.d.stop(); err != nil {
+	if err := stop(s.d); err != nil {
 		leaks = append(leaks, err.Error())
 	}
 	if left := leftover(tree, 30*time.Second); len(left) > 0 {
@@ -348,7 +349,7 @@ func (s *soak) baseline(ctx context.Context) (sample, error) {
 	same := 0
 	deadline := time.Now().Add(s.o.settle)
 	for {
-		cur, err := s.d.measure(ctx)
+		cur, err := measure(ctx, s.d)
 		if err != nil {
 			return cur, err
 		}
@@ -374,7 +375,7 @@ func (s *soak) baseline(ctx context.Context) (sample, error) {
 // cycle. The Go runtime collects on its own only when the heap grows, or
 // after 2 minutes.
 func (s *soak) collect(ctx context.Context) (int, error) {
-	m0, err := s.d.metrics(ctx)
+	m0, err := s.d.Metrics(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -394,7 +395,7 @@ func (s *soak) collect(ctx context.Context) (int, error) {
 			return n, err
 		}
 		s.padBytes.Add(int64(len(pad.Pad)))
-		m, err := s.d.metrics(ctx)
+		m, err := s.d.Metrics(ctx)
 		if err != nil {
 			return n, err
 		}
@@ -413,7 +414,7 @@ func (s *soak) settle(ctx context.Context, before sample) (sample, time.Duration
 	t0 := time.Now()
 	next, lastGC := time.Second, time.Now()
 	for {
-		cur, err := s.d.measure(ctx)
+		cur, err := measure(ctx, s.d)
 		if err != nil {
 			return cur, 0, nil, err
 		}
@@ -460,25 +461,6 @@ func (s *soak) judge(before, after sample) []string {
 	return out
 }
 
-// leftover lists the processes of tree still there after the daemon
-// exited, polling until none is or timeout passes.
-func leftover(tree []*proc, timeout time.Duration) []string {
-	deadline := time.Now().Add(timeout)
-	for {
-		now := scanProcs()
-		var left []string
-		for _, p := range tree {
-			if q := now[p.pid]; q != nil && strings.Join(q.argv, " ") == strings.Join(p.argv, " ") {
-				left = append(left, fmt.Sprintf("%d %s", p.pid, strings.Join(p.argv, " ")))
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -504,21 +486,6 @@ func buildCellbox(dir string) (string, error) {
 		return "", fmt.Errorf("build cellbox: %v\n%s", err, out)
 	}
 	return bin, nil
-}
-
-// removeAll removes dir, making read-only dirs (an overlay's work dir)
-// writable first.
-func removeAll(dir string) {
-	if os.RemoveAll(dir) == nil {
-		return
-	}
-	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
-		if err == nil && e.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	_ = os.RemoveAll(dir)
 }
 
 func (s *soak) report(w io.Writer, before, after sample, sb, sa protocol.DaemonStats, elapsed, settled time.Duration, gcSent int, leaks []string) {

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,6 +42,7 @@ type Daemon struct {
 
 	cmd     *exec.Cmd
 	run     string
+	runtime string // the runtime file, where a local client finds the token
 	base    string // http://127.0.0.1:PORT
 	token   string // from the runtime file
 	exited  chan struct{}
@@ -110,15 +112,15 @@ func Start(o Options) (*Daemon, error) {
 	}
 	d.base = url[:strings.Index(url, "/?")]
 	// The token as a local client finds it: in the runtime file.
-	rf := filepath.Join(d.run, "cellbox", fmt.Sprintf("server-%d.json", d.PID()))
+	d.runtime = filepath.Join(d.run, "cellbox", fmt.Sprintf("server-%d.json", d.PID()))
 	var info struct{ Token string }
-	b, err := os.ReadFile(rf)
+	b, err := os.ReadFile(d.runtime)
 	if err == nil {
 		err = json.Unmarshal(b, &info)
 	}
 	if err != nil || info.Token == "" || !strings.HasSuffix(url, "="+info.Token) {
 		d.Kill()
-		return nil, fmt.Errorf("runtime file %s: no token, or not the printed one (%v)", rf, err)
+		return nil, fmt.Errorf("runtime file %s: no token, or not the printed one (%v)", d.runtime, err)
 	}
 	d.token = info.Token
 	return d, nil
@@ -127,10 +129,24 @@ func Start(o Options) (*Daemon, error) {
 // PID is the daemon's process id.
 func (d *Daemon) PID() int { return d.cmd.Process.Pid }
 
-// Stop ends the daemon with SIGTERM, as a service manager does, and waits
-// until the processes that were below it are gone too.
+// RuntimeFile is the file the daemon wrote its URL and token to; it must
+// remove it when it exits.
+func (d *Daemon) RuntimeFile() string { return d.runtime }
+
+// Stop ends the daemon as Terminate does and waits until the processes
+// that were below it are gone too.
 func (d *Daemon) Stop() error {
 	below := Scan().Under(d.PID())
+	if err := d.Terminate(); err != nil {
+		return err
+	}
+	return WaitGone(below, 10*time.Second)
+}
+
+// Terminate ends the daemon with SIGTERM, as a service manager does, and
+// says whether it exited 0 within 60 s (killed if not). It does not wait
+// for the processes below it: Stop does, and the soak judges them itself.
+func (d *Daemon) Terminate() error {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:
@@ -141,7 +157,7 @@ func (d *Daemon) Stop() error {
 	if d.waitErr != nil {
 		return fmt.Errorf("the daemon exited with %v after SIGTERM%s", d.waitErr, d.Stderr.Show())
 	}
-	return WaitGone(below, 10*time.Second)
+	return nil
 }
 
 // Kill kills the daemon (its sandboxes' inits die with it: their parent
@@ -153,8 +169,8 @@ func (d *Daemon) Kill() {
 
 // Metrics reads the samples of GET /metrics that have no labels, over a
 // connection closed after the response so it is not counted next time.
-func (d *Daemon) Metrics() (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func (d *Daemon) Metrics(ctx context.Context) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/metrics", nil)
 	if err != nil {
@@ -191,17 +207,27 @@ type Conn struct {
 	conn jsonrpc2.Conn
 }
 
-// Dial opens /rpc with the token and initializes. onNote sees every
-// notification, on the connection's read loop: all notifications sent
-// before a response have been seen when its Call returns.
-func (d *Daemon) Dial(name string, onNote func(method string, params json.RawMessage)) (*Conn, error) {
+// DialWebsocket opens /rpc with the token, for a client that speaks over
+// the websocket itself (see NewWSStream); Dial also initializes.
+func (d *Daemon) DialWebsocket() (*websocket.Conn, error) {
 	dialer := *websocket.DefaultDialer
 	dialer.HandshakeTimeout = 60 * time.Second
 	ws, _, err := dialer.Dial("ws"+strings.TrimPrefix(d.base, "http")+"/rpc", http.Header{"Authorization": {"Bearer " + d.token}})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s/rpc: %w", d.base, err)
 	}
-	c := &Conn{conn: jsonrpc2.NewConn(&wsStream{ws: ws})}
+	return ws, nil
+}
+
+// Dial opens /rpc with the token and initializes. onNote sees every
+// notification, on the connection's read loop: all notifications sent
+// before a response have been seen when its Call returns.
+func (d *Daemon) Dial(name string, onNote func(method string, params json.RawMessage)) (*Conn, error) {
+	ws, err := d.DialWebsocket()
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{conn: jsonrpc2.NewConn(NewWSStream(ws, nil, nil))}
 	c.conn.Go(context.Background(), func(_ context.Context, req *jsonrpc2.Request) (any, error) {
 		if req.IsCall() {
 			return nil, jsonrpc2.ErrMethodNotFound // kernel/inputRequest: benchmarks type nothing
@@ -248,16 +274,26 @@ func (c *Conn) Close() {
 	c.conn.Close()
 }
 
-// wsStream adapts a websocket to jsonrpc2.Stream.
+// NewWSStream adapts a websocket to jsonrpc2.Stream, one message a
+// websocket message. tx and rx, when not nil, count the bytes written and
+// read (the soak reports them).
+func NewWSStream(ws *websocket.Conn, tx, rx *atomic.Int64) jsonrpc2.Stream {
+	return &wsStream{ws: ws, tx: tx, rx: rx}
+}
+
 type wsStream struct {
-	ws *websocket.Conn
-	mu sync.Mutex // one writer at a time, as gorilla/websocket requires
+	ws     *websocket.Conn
+	tx, rx *atomic.Int64
+	mu     sync.Mutex // one writer at a time, as gorilla/websocket requires
 }
 
 func (s *wsStream) Read(context.Context) (jsonrpc2.Message, int64, error) {
 	_, b, err := s.ws.ReadMessage()
 	if err != nil {
 		return nil, 0, err
+	}
+	if s.rx != nil {
+		s.rx.Add(int64(len(b)))
 	}
 	m, err := jsonrpc2.DecodeMessage(b)
 	return m, int64(len(b)), err
@@ -270,6 +306,9 @@ func (s *wsStream) Write(_ context.Context, m jsonrpc2.Message) (int64, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.tx != nil {
+		s.tx.Add(int64(len(b)))
+	}
 	return int64(len(b)), s.ws.WriteMessage(websocket.TextMessage, b)
 }
 

@@ -18,6 +18,11 @@ import (
 // in, one JSON answer a line out; it starts ipykernels through Debian's
 // jupyter_client.
 type Jupyter struct {
+	// Kernel is the kernelspec of the commands that name none; empty: the
+	// side's own default, python3. bench/kernel sets it to measure another
+	// Python kernelspec bare.
+	Kernel string
+
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Reader
@@ -69,6 +74,9 @@ func StartJupyter(python, script, dir string) (*Jupyter, error) {
 
 // Do sends one command and decodes its answer into ans (nil: ignored).
 func (j *Jupyter) Do(cmd map[string]any, ans any) error {
+	if _, ok := cmd["kernel"]; !ok && j.Kernel != "" {
+		cmd["kernel"] = j.Kernel
+	}
 	b, err := json.Marshal(cmd)
 	if err != nil {
 		return err

@@ -85,23 +85,34 @@ func (ps Procs) Under(root int) []*Proc {
 	return out
 }
 
-// WaitGone waits until none of ps runs any more (a reused pid with
-// another start time does not count), and says which still do.
+// WaitGone waits until none of ps runs any more, and says which still do.
 func WaitGone(ps []*Proc, timeout time.Duration) error {
+	left := StillRunning(ps, timeout)
+	if len(left) == 0 {
+		return nil
+	}
+	names := make([]string, len(left))
+	for i, p := range left {
+		names[i] = fmt.Sprintf("%d %s", p.PID, p.Name())
+	}
+	return fmt.Errorf("%d processes still run %v after their daemon: %s", len(left), timeout, strings.Join(names, "; "))
+}
+
+// StillRunning polls every 100 ms until none of ps runs any more (a reused
+// pid with another start time does not count) or timeout passes, and
+// returns those that still run.
+func StillRunning(ps []*Proc, timeout time.Duration) []*Proc {
 	deadline := time.Now().Add(timeout)
 	for {
 		now := Scan()
-		var left []string
+		var left []*Proc
 		for _, p := range ps {
 			if q := now[p.PID]; q != nil && q.Start == p.Start {
-				left = append(left, fmt.Sprintf("%d %s", p.PID, p.Name()))
+				left = append(left, p)
 			}
 		}
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d processes still run %v after their daemon: %s", len(left), timeout, strings.Join(left, "; "))
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -132,16 +143,20 @@ func (p *Proc) Name() string {
 
 // Mem is the memory of some processes, in KiB.
 type Mem struct {
-	N          int   // processes
-	RSS        int64 // VmRSS, /proc/PID/status
-	PSS        int64 // /proc/PID/smaps_rollup
-	PSSMissing int   // processes whose smaps_rollup was not readable
+	N                 int   // processes
+	RSS               int64 // VmRSS, /proc/PID/status
+	Anon, File, Shmem int64 // RSS's parts: RssAnon, RssFile, RssShmem
+	PSS               int64 // /proc/PID/smaps_rollup
+	PSSMissing        int   // processes whose smaps_rollup was not readable
 }
 
 // Add adds o's processes to m.
 func (m *Mem) Add(o Mem) {
 	m.N += o.N
 	m.RSS += o.RSS
+	m.Anon += o.Anon
+	m.File += o.File
+	m.Shmem += o.Shmem
 	m.PSS += o.PSS
 	m.PSSMissing += o.PSSMissing
 }
@@ -152,9 +167,24 @@ func MemOf(pid int) Mem {
 	dir := filepath.Join("/proc", strconv.Itoa(pid))
 	if b, err := os.ReadFile(filepath.Join(dir, "status")); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				m.RSS = firstInt(v)
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
 			}
+			var dst *int64
+			switch k {
+			case "VmRSS":
+				dst = &m.RSS
+			case "RssAnon":
+				dst = &m.Anon
+			case "RssFile":
+				dst = &m.File
+			case "RssShmem":
+				dst = &m.Shmem
+			default:
+				continue
+			}
+			*dst = firstInt(v)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "smaps_rollup")); err == nil {
