@@ -28,26 +28,6 @@ CGO_ENABLED=0 go build -o "$bin/cellbox" ./cmd/cellbox
 CGO_ENABLED=0 go build -o "$bin/cellbox-sandbox-bench" ./bench/sandbox
 args=(-n "$n" -warmup "$warmup" -cellbox "$bin/cellbox")
 
-if [[ $(id -u) != 0 ]]; then
-	"$bin/cellbox-sandbox-bench" "${args[@]}" -label "as $(id -un)"
-	exit
-fi
-
-user=${CELLBOX_BENCH_USER:-}
-if [[ -z $user ]] && id cellboxtest >/dev/null 2>&1; then
-	user=cellboxtest
-fi
-if [[ -n $user ]]; then
-	# A clean environment, and a directory the user can enter.
-	env=(env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8)
-	if command -v runuser >/dev/null; then
-		as_user=(runuser -u "$user" --)
-	else
-		as_user=(setpriv --reuid="$user" --regid="$user" --init-groups --)
-	fi
-	(cd / && "${as_user[@]}" "${env[@]}" "$bin/cellbox-sandbox-bench" "${args[@]}" -label "as $user, unprivileged (the issue's figures)")
-else
-	echo "== no unprivileged user: set CELLBOX_BENCH_USER (or create cellboxtest) to measure as one, as the issue asks"
-fi
-echo
-"$bin/cellbox-sandbox-bench" "${args[@]}" -label "as root, for reference"
+# shellcheck source=lib.sh
+source bench/lib.sh
+run_as_user_and_root "$bin/cellbox-sandbox-bench" "${args[@]}"

@@ -51,26 +51,6 @@ else
 	echo "scale.sh: $python lacks jupyter_client or ipykernel: no ipykernel row (apt-get install python3-jupyter-client python3-ipykernel)" >&2
 fi
 
-if [[ $(id -u) != 0 ]]; then
-	"$bin/cellbox-scale-bench" "${args[@]}" -label "as $(id -un)"
-	exit
-fi
-
-user=${CELLBOX_BENCH_USER:-}
-if [[ -z $user ]] && id cellboxtest >/dev/null 2>&1; then
-	user=cellboxtest
-fi
-if [[ -n $user ]]; then
-	# A clean environment, and a directory the user can enter.
-	env=(env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8)
-	if command -v runuser >/dev/null; then
-		as_user=(runuser -u "$user" --)
-	else
-		as_user=(setpriv --reuid="$user" --regid="$user" --init-groups --)
-	fi
-	(cd / && "${as_user[@]}" "${env[@]}" "$bin/cellbox-scale-bench" "${args[@]}" -label "as $user, unprivileged (the figures that count)")
-else
-	echo "== no unprivileged user: set CELLBOX_BENCH_USER (or create cellboxtest) to measure as one"
-fi
-echo
-"$bin/cellbox-scale-bench" "${args[@]}" -label "as root, for reference"
+# shellcheck source=lib.sh
+source bench/lib.sh
+run_as_user_and_root "$bin/cellbox-scale-bench" "${args[@]}"

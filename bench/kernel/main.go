@@ -24,14 +24,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 	"github.com/cellbox-dev/cellbox/protocol"
@@ -642,31 +638,14 @@ func (b *bench) interrupts() error {
 
 func printEnv(w io.Writer, b *bench) {
 	o := b.o
-	who := strconv.Itoa(os.Getuid())
-	if u, err := user.Current(); err == nil {
-		who = u.Username + " (uid " + u.Uid + ")"
-	}
-	var uts unix.Utsname
-	_ = unix.Uname(&uts)
 	title := "python kernels, cellbox side by side with Jupyter (issue 5)"
 	if o.label != "" {
 		title += " — " + o.label
 	}
-	sb := b.cbSandbox
-	var layers []string
-	for _, l := range []struct {
-		name string
-		on   bool
-	}{{"userns", sb.UserNamespaces}, {"overlay", sb.Overlay}, {"pidns", sb.PidNamespace}, {"netns", sb.NetworkNamespace},
-		{"seccomp", sb.Seccomp}, {"landlock", sb.Landlock}, {"cgroups", sb.Cgroups}} {
-		if l.on {
-			layers = append(layers, l.name)
-		}
-	}
 	fmt.Fprintf(w, "== %s\n", title)
-	fmt.Fprintf(w, "   as %s; Linux %s; %d cores; %s\n", who, unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "   %s\n", benchutil.Host())
 	fmt.Fprintf(w, "   cellbox: %s serve --stdio (%s), python %s in its sandbox (scratch workspace: %s; network %s)\n",
-		o.cellbox, exeSize(o.cellbox), b.cbVersion, strings.Join(layers, " "), sb.Network)
+		o.cellbox, exeSize(o.cellbox), b.cbVersion, benchutil.Layers(b.cbSandbox), b.cbSandbox.Network)
 	fmt.Fprintf(w, "   jupyter: %s, jupyter_client %s, ipykernel %s (kernel python %s), pyzmq %s (libzmq %s); no sandbox\n",
 		o.python, b.jv.Jupyter_client, b.jv.Ipykernel, b.jVersion, b.jv.Pyzmq, b.jv.Zmq)
 	fmt.Fprintf(w, "   N=%d cold starts and floods per case after WARMUP=%d; %d round trips per side after 100, in blocks of 100;\n", o.n, o.warmup, o.rtt)

@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 )
@@ -244,35 +240,18 @@ func orUnknown(s string) string {
 
 func (b *bench) printEnv(w io.Writer) {
 	o := b.o
-	who := strconv.Itoa(os.Getuid())
-	if u, err := user.Current(); err == nil {
-		who = u.Username + " (uid " + u.Uid + ")"
-	}
-	var uts unix.Utsname
-	_ = unix.Uname(&uts)
 	title := "the daemon's scaling curve: idle python kernels, workspaces and terminals in one daemon"
 	if o.label != "" {
 		title += " — " + o.label
-	}
-	sb := b.sandbox
-	var layers []string
-	for _, l := range []struct {
-		name string
-		on   bool
-	}{{"userns", sb.UserNamespaces}, {"overlay", sb.Overlay}, {"pidns", sb.PidNamespace}, {"netns", sb.NetworkNamespace},
-		{"seccomp", sb.Seccomp}, {"landlock", sb.Landlock}, {"cgroups", sb.Cgroups}} {
-		if l.on {
-			layers = append(layers, l.name)
-		}
 	}
 	size := "size unknown"
 	if fi, err := os.Stat(o.cellbox); err == nil {
 		size = fmt.Sprintf("%.1f MB", float64(fi.Size())/1e6)
 	}
 	fmt.Fprintf(w, "== %s\n", title)
-	fmt.Fprintf(w, "   as %s; Linux %s; %d cores; %s\n", who, unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(w, "   %s\n", benchutil.Host())
 	fmt.Fprintf(w, "   cellbox: %s serve --listen 127.0.0.1:0 %s (%s); python %s; sandbox layers: %s\n",
-		o.cellbox, strings.Join(serveArgs, " "), size, b.pyVersion, strings.Join(layers, " "))
+		o.cellbox, strings.Join(serveArgs, " "), size, b.pyVersion, benchutil.Layers(b.sandbox))
 	fmt.Fprintf(w, "   sandbox helpers run %s; the daemon's RLIMIT_NOFILE %s; inotify max_user_instances %s, max_user_watches %s\n",
 		orUnknown(b.helperExe), b.nofileDaemon, sysctl("fs.inotify.max_user_instances"), sysctl("fs.inotify.max_user_watches"))
 	fmt.Fprintf(w, "   Each point: K idle python kernels started one by one, round-robin over W = ceil(K/4) overlay workspaces (a project dir\n")
