@@ -77,6 +77,7 @@ bench:
 	bash bench/workspace.sh
 	bash bench/watch.sh
 	bash bench/kernel.sh
+	bash bench/scale.sh
 	bash bench/soak.sh
 	bash bench/agents.sh
 
