@@ -56,6 +56,11 @@ type doctorSandbox struct {
 	Layers      []doctorLayer `json:"layers"`
 	LandlockABI int           `json:"landlockABI,omitempty"`
 	TookMs      float64       `json:"tookMs"`
+	// Helper says what a sandbox's init and spawner run: "lean" (the
+	// cellbox-sandbox helper the binary carries) or "self" (this binary,
+	// re-executed), and HelperReason why not lean.
+	Helper       string `json:"helper"`
+	HelperReason string `json:"helperReason,omitempty"`
 }
 
 type doctorLayer struct {
@@ -140,10 +145,14 @@ func diagnose(ctx context.Context, stateDir string) doctorReport {
 	langTook := time.Since(langStart)
 
 	rep := doctorReport{
-		Sandbox:     doctorSandbox{LandlockABI: probe.LandlockABI, TookMs: float64(probe.Took.Microseconds()) / 1000},
+		Sandbox:     doctorSandbox{LandlockABI: probe.LandlockABI, TookMs: float64(probe.Took.Microseconds()) / 1000, Helper: "lean"},
 		Langs:       langs,
 		LangsTookMs: float64(langTook.Microseconds()) / 1000,
 		Jupyter:     kernel.JupyterLanguages(),
+	}
+	if lean, why := sandbox.HelperInfo(); !lean {
+		rep.Sandbox.Helper, rep.Sandbox.HelperReason = "self", why
+		rep.Warnings = append(rep.Warnings, "sandboxes re-execute the cellbox binary as their init and spawner ("+why+"): slower starts and more memory per sandbox")
 	}
 	required := sandbox.DefaultRequired()
 	for _, l := range probe.Layers {
@@ -295,6 +304,11 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("cellbox doctor: cellbox %s on %s/%s, uid %d\n\n", cellboxVersion(), runtime.GOOS, runtime.GOARCH, os.Getuid())
 
+	if rep.Sandbox.Helper == "lean" {
+		p("Sandbox helper: cellbox-sandbox, the lean helper this binary carries (run from a sealed memfd)\n\n")
+	} else {
+		p("Sandbox helper: this binary, re-executed (%s)\n\n", rep.Sandbox.HelperReason)
+	}
 	p("Sandbox layers (probed in %.1f ms)\n", rep.Sandbox.TookMs)
 	p("  %-18s %-9s %-8s %s\n", "LAYER", "NEEDED", "STATUS", "DETAIL")
 	for _, l := range rep.Sandbox.Layers {

@@ -36,7 +36,7 @@ func TestDoctorOnThisHost(t *testing.T) {
 			t.Errorf("output does not name language %s", lang)
 		}
 	}
-	for _, want := range []string{"State dir", "writable: yes", "overlay upper layers: yes", "Verdict: ready"} {
+	for _, want := range []string{"Sandbox helper: cellbox-sandbox", "State dir", "writable: yes", "overlay upper layers: yes", "Verdict: ready"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -56,6 +56,9 @@ func TestDoctorJSON(t *testing.T) {
 	}
 	if len(rep.Sandbox.Layers) != len(sandbox.LayerNames()) || len(rep.Langs) != len(kernel.DetectLanguages(context.Background())) {
 		t.Errorf("got %d layers and %d languages", len(rep.Sandbox.Layers), len(rep.Langs))
+	}
+	if rep.Sandbox.Helper != "lean" {
+		t.Errorf("sandbox helper %q (%s), want lean", rep.Sandbox.Helper, rep.Sandbox.HelperReason)
 	}
 	if rep.StateDir.Exists || !rep.StateDir.Writable || !strings.Contains(rep.StateDir.Note, "does not exist yet") {
 		t.Errorf("state dir = %+v; want missing but creatable", rep.StateDir)
