@@ -22,6 +22,9 @@ var lean struct {
 	path   string   // what to exec, or "" when the binary itself is used
 	reason string   // why the binary itself is used, when it is
 	file   *os.File // the memfd holding the helper, open for good
+	// refused says why the kernel would not execute the helper, once it
+	// did not (guarded by mu).
+	refused string
 }
 
 // UseHelper registers the lean helper: the executable built from

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,6 +28,11 @@ func helperPath() (path, reason string) {
 	lean.once.Do(func() {
 		lean.path, lean.reason = openHelper()
 	})
+	lean.mu.Lock()
+	defer lean.mu.Unlock()
+	if lean.refused != "" {
+		return "", lean.refused
+	}
 	return lean.path, lean.reason
 }
 
@@ -93,4 +99,18 @@ func initExe() string {
 		return path
 	}
 	return selfExe
+}
+
+// execRefused says whether starting a process failed because its binary
+// may not be executed.
+func execRefused(err error) bool {
+	return errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOEXEC)
+}
+
+// helperRefused gives up the lean helper for this process's life after the
+// kernel refused to execute it.
+func helperRefused(err error) {
+	lean.mu.Lock()
+	defer lean.mu.Unlock()
+	lean.refused = fmt.Sprintf("the kernel refused to execute the sandbox helper: %v", err)
 }

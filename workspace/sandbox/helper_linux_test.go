@@ -110,3 +110,35 @@ func statusKiB(t *testing.T, pid int, name string) int {
 	t.Fatalf("no %s in /proc/%d/status", name, pid)
 	return 0
 }
+
+// TestSandboxWhenTheHelperMayNotRun: where the kernel refuses to execute
+// the helper (an LSM's policy on memfds, say), the sandbox starts from this
+// binary instead, and HelperInfo says why from then on.
+func TestSandboxWhenTheHelperMayNotRun(t *testing.T) {
+	helperPath()
+	noexec := filepath.Join(t.TempDir(), "cellbox-sandbox")
+	if err := os.WriteFile(noexec, helper.Binary, 0o644); err != nil { // no x bit: EACCES
+		t.Fatal(err)
+	}
+	lean.mu.Lock()
+	path := lean.path
+	lean.path = noexec
+	lean.mu.Unlock()
+	t.Cleanup(func() {
+		lean.mu.Lock()
+		lean.path, lean.refused = path, ""
+		lean.mu.Unlock()
+	})
+
+	s, _, _ := testSandbox(t, ModeOverlay)
+	self, _ := os.Readlink(selfExe)
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.InitPID())); exe != self {
+		t.Fatalf("the init runs %q, not this binary %q", exe, self)
+	}
+	if out, st := sh(t, s, "echo ok"); st.Code != 0 || out != "ok\n" {
+		t.Fatalf("a program in the sandbox: %v %q", st, out)
+	}
+	if lean, reason := HelperInfo(); lean || !strings.Contains(reason, "refused to execute") {
+		t.Fatalf("HelperInfo after the refusal: %v %q", lean, reason)
+	}
+}

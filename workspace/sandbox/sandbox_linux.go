@@ -140,27 +140,42 @@ func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, er
 		}
 	}
 	l := &launched{network: network, readOnly: readOnly, tmpBytes: tmpBytes, ids: ids, cfgW: cfgW, stderr: &capBuffer{max: 4096}}
-	cmd := exec.Command(initExe())
-	cmd.Args = []string{argv0Prefix + entryInit}
-	cmd.Env = helperEnv(entryInit)
-	cmd.Stderr = l.stderr
-	cmd.ExtraFiles = []*os.File{cfgR, ctlC, spC}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 flags,
-		UidMappings:                ids.uid,
-		GidMappings:                ids.gid,
-		GidMappingsEnableSetgroups: false,
-		Pdeathsig:                  syscall.SIGKILL,
+	newCmd := func(exe string) *exec.Cmd {
+		cmd := exec.Command(exe)
+		cmd.Args = []string{argv0Prefix + entryInit}
+		cmd.Env = helperEnv(entryInit)
+		cmd.Stderr = l.stderr
+		cmd.ExtraFiles = []*os.File{cfgR, ctlC, spC}
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:                 flags,
+			UidMappings:                ids.uid,
+			GidMappings:                ids.gid,
+			GidMappingsEnableSetgroups: false,
+			Pdeathsig:                  syscall.SIGKILL,
+		}
+		if ids.root {
+			// Host root is not mapped in the sandbox: become its root (a
+			// range id) before exec, or the init would be its nobody.
+			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+		}
+		return cmd
 	}
-	if ids.root {
-		// Host root is not mapped in the sandbox: become its root (a
-		// range id) before exec, or the init would be its nobody.
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	start := func(cmd *exec.Cmd) error {
+		// Pdeathsig fires when the thread that started the child exits.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		return cmd.Start()
 	}
-	// Pdeathsig fires when the thread that started the child exits.
-	runtime.LockOSThread()
-	err = cmd.Start()
-	runtime.UnlockOSThread()
+	exe := initExe()
+	cmd := newCmd(exe)
+	err = start(cmd)
+	if err != nil && exe != selfExe && execRefused(err) {
+		// A host that lets a memfd be made but not executed (an LSM's
+		// policy): this binary from now on.
+		helperRefused(err)
+		cmd = newCmd(selfExe)
+		err = start(cmd)
+	}
 	if err != nil {
 		return nil, &LayerError{Layer: "userNamespaces", Reason: fmt.Sprintf("start the sandbox init: %v", err)}
 	}
