@@ -53,6 +53,10 @@ type activity struct {
 // ticks, so at most the writes of 10 ms of CPU wait for the next tick).
 func (w *Workspace) sandboxActivity(initPid int) activity {
 	a := activity{fileOps: w.fileOps.Load()}
+	if cpu, n, ok := sandbox.SandboxCPU(initPid); ok {
+		a.cpu, a.procs = cpu, n
+		return a
+	}
 	for _, pid := range descendants(initPid) {
 		if t, ok := sandbox.CPUTicks(pid); ok {
 			a.cpu += t

@@ -3,12 +3,15 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cellbox-dev/cellbox/workspace/sandbox/helper"
 )
@@ -140,5 +143,46 @@ func TestSandboxWhenTheHelperMayNotRun(t *testing.T) {
 	}
 	if lean, reason := HelperInfo(); lean || !strings.Contains(reason, "refused to execute") {
 		t.Fatalf("HelperInfo after the refusal: %v %q", lean, reason)
+	}
+}
+
+// TestSandboxCPU: the sandbox's own /proc lists every process of it (the
+// nested pid namespace's too), and their CPU time grows when one runs.
+func TestSandboxCPU(t *testing.T) {
+	s, _, _ := testSandbox(t, ModeOverlay)
+	p, err := s.Spawn(context.Background(), Spec{Argv: []string{"sh", "-c", "sleep 600 & sleep 600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.SignalTree(syscall.SIGKILL) })
+	want := 0
+	var before int64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// init, spawner, sh and its two sleeps
+		want = len(tree(s.InitPID()))
+		cpu, n, ok := SandboxCPU(s.InitPID())
+		if !ok {
+			t.Fatal("the sandbox's /proc could not be read")
+		}
+		if n == 5 && want == 5 {
+			before = cpu
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SandboxCPU counts %d processes, the tree %d; want 5", n, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	busy, err := s.Spawn(context.Background(), Spec{Argv: []string{"sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := busy.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The ended program's time went to its parent's cutime (the spawner).
+	if cpu, _, _ := SandboxCPU(s.InitPID()); cpu <= before {
+		t.Fatalf("CPU time %d after a busy program, %d before", cpu, before)
 	}
 }
