@@ -231,6 +231,9 @@ type pipe struct {
 	// skew is how many bytes read were not counted by the driver (written
 	// to the fd directly, by C code or a child), as of the last done.
 	skew int64
+	// grown: the pipe was found full once and made floodPipeBytes large
+	// (driver_linux.go).
+	grown bool
 }
 
 // send writes a request to the driver.

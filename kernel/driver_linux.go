@@ -38,10 +38,6 @@ func startDriver(ctx context.Context, cfg driverConfig) (*driver, error) {
 	evR, evW := ends[1][0], ends[1][1]
 	outR, outW := ends[2][0], ends[2][1]
 	errR, errW := ends[3][0], ends[3][1]
-	// Pipes this large let a flood of output move in big reads.
-	for _, f := range []*os.File{outW, errW} {
-		_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, 1<<20)
-	}
 	if cfg.reopenPipes {
 		// The driver opens its pipes again by path: they belong to the
 		// sandbox's user, mode 0600, so that only it (and no other host
@@ -272,6 +268,7 @@ func (d *driver) readLoop() {
 			if eventWaiting(fds[0], open[0]) {
 				break
 			}
+			growPipe(p, avail)
 			n, rerr := unix.Read(p.fd, buf[:min(avail, len(buf))])
 			if n > 0 {
 				p.read += int64(n)
@@ -288,6 +285,30 @@ func (d *driver) readLoop() {
 			_, _ = unix.Poll(gather, int(d.cfg.gatherOutput.Milliseconds()))
 		}
 	}
+}
+
+// floodPipeBytes is what a driver's output pipe grows to once a flood has
+// half filled it: the flood then moves in big reads, without the driver
+// waiting on a full pipe. Pipes start at the kernel's default, since every
+// pipe a user holds counts toward the user's pipe budget
+// (fs.pipe-user-pages-soft, 64 MiB), past which every new pipe of that
+// user gets 8 KiB: 200 idle kernels with 1 MiB pipes from the start would
+// use it up for the user's whole session.
+const floodPipeBytes = 1 << 20
+
+// growPipe makes p's pipe floodPipeBytes large the first time it is found
+// at least half full (avail bytes waiting): output is coming faster than it
+// is read. A refusal (the user's budget is spent) leaves it as it is.
+func growPipe(p *pipe, avail int) {
+	if p.grown {
+		return
+	}
+	size, err := unix.FcntlInt(uintptr(p.fd), unix.F_GETPIPE_SZ, 0)
+	if err != nil || 2*avail < size {
+		return
+	}
+	p.grown = true
+	_, _ = unix.FcntlInt(uintptr(p.fd), unix.F_SETPIPE_SZ, floodPipeBytes)
 }
 
 // eventWaiting says whether the event pipe has something to read now.
