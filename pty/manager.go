@@ -284,7 +284,7 @@ func (m *Manager) reserve(wsID string) error {
 		return nil
 	}
 	if n := m.perWS[wsID]; n >= m.opts.MaxPerWorkspace {
-		return fmt.Errorf("%w: workspace %s has %d terminals running, its limit (--max-terminals; close one with pty/close)", ErrLimit, wsID, n)
+		return fmt.Errorf("%w: workspace %s has %d terminals running, its limit (close one with pty/close)", ErrLimit, wsID, n)
 	}
 	m.perWS[wsID]++
 	return nil

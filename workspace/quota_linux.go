@@ -38,31 +38,23 @@ func idlePace(headroom int64) time.Duration {
 }
 
 // activity is what a quota tick compares to the last one to know whether
-// anything could have changed: the CPU time the sandbox's processes have
-// used (their waited-for children's included), how many there are, and the
-// daemon's own file operations on the workspace.
+// anything could have changed: the nanoseconds the sandbox's programs have
+// run and how many threads they have (sandbox.SandboxActivity), and the
+// daemon's own file operations on the workspace. ok is false when it could
+// not be read: the tick then measures.
 type activity struct {
-	cpu     int64
-	procs   int
+	runNs   int64
+	threads int
 	fileOps int64
+	ok      bool
 }
 
 // sandboxActivity reads the activity of the sandbox whose init is initPid.
-// A program writes files or takes memory only by running, which shows in
-// its CPU time (the kernel's total is exact; /proc shows it in 10 ms
-// ticks, so at most the writes of 10 ms of CPU wait for the next tick).
+// A program writes files or takes memory only by running: any system call
+// moves its run time.
 func (w *Workspace) sandboxActivity(initPid int) activity {
 	a := activity{fileOps: w.fileOps.Load()}
-	if cpu, n, ok := sandbox.SandboxCPU(initPid); ok {
-		a.cpu, a.procs = cpu, n
-		return a
-	}
-	for _, pid := range descendants(initPid) {
-		if t, ok := sandbox.CPUTicks(pid); ok {
-			a.cpu += t
-			a.procs++
-		}
-	}
+	a.runNs, a.threads, a.ok = sandbox.SandboxActivity(initPid)
 	return a
 }
 
@@ -129,7 +121,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 		case <-t.C:
 		}
 		now := w.sandboxActivity(sb.InitPID())
-		if measured && now == last {
+		if measured && now.ok && now == last {
 			if idle++; idle >= idleTicks {
 				setPace(idleAt)
 			}
@@ -145,9 +137,16 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 		}
 		headroom = min(headroom, w.checkQuota(sb, dir, &failed))
 		idleAt = idlePace(headroom)
+		if failed > 0 {
+			measured = false // measure again at the next tick, idle or not
+		}
 		// Baselines after the quota: a flood of new files must not delay
 		// the check that stops it.
+		prev := touched
 		touched = w.noteTouched(touched)
+		if touched == prev && w.mode == protocol.WorkspaceModeOverlay && w.UpperDir() != "" {
+			measured = false // skipped or failed: again at the next tick
+		}
 	}
 }
 

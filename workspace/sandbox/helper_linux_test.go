@@ -146,43 +146,73 @@ func TestSandboxWhenTheHelperMayNotRun(t *testing.T) {
 	}
 }
 
-// TestSandboxCPU: the sandbox's own /proc lists every process of it (the
-// nested pid namespace's too), and their CPU time grows when one runs.
-func TestSandboxCPU(t *testing.T) {
+// TestSandboxActivity: the sandbox's own /proc lists its programs (the
+// nested pid namespace's too, not its init and spawner); their run time
+// and thread count hold still while they sleep and move when one runs.
+func TestSandboxActivity(t *testing.T) {
 	s, _, _ := testSandbox(t, ModeOverlay)
 	p, err := s.Spawn(context.Background(), Spec{Argv: []string{"sh", "-c", "sleep 600 & sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.SignalTree(syscall.SIGKILL) })
-	want := 0
-	var before int64
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		// init, spawner, sh and its two sleeps
-		want = len(tree(s.InitPID()))
-		cpu, n, ok := SandboxCPU(s.InitPID())
+	read := func() (int64, int) {
+		t.Helper()
+		ns, n, ok := SandboxActivity(s.InitPID())
 		if !ok {
 			t.Fatal("the sandbox's /proc could not be read")
 		}
-		if n == 5 && want == 5 {
-			before = cpu
-			break
+		return ns, n
+	}
+	// sh and its two sleeps, one thread each, settled.
+	deadline := time.Now().Add(20 * time.Second)
+	var idle int64
+	for {
+		ns, n := read()
+		if n == 3 {
+			if ns2, n2 := read(); ns2 == ns && n2 == n {
+				idle = ns
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("SandboxCPU counts %d processes, the tree %d; want 5", n, want)
+			t.Fatalf("%d threads, run time not settling; want 3 sleeping", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	busy, err := s.Spawn(context.Background(), Spec{Argv: []string{"sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"}})
+	busy, err := s.Spawn(context.Background(), Spec{Argv: []string{"sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := busy.Wait(); err != nil {
+	t.Cleanup(func() { _ = busy.SignalTree(syscall.SIGKILL) })
+	for {
+		if ns, n := read(); n == 4 && ns > idle+int64(time.Millisecond) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a busy program did not move the sandbox's run time")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReadProcWholeFile: a /proc file longer than the buffer given (a
+// children list of hundreds of pids) is read whole, never cut at the
+// buffer's end, where a pid cut in two would read as another pid.
+func TestReadProcWholeFile(t *testing.T) {
+	want, err := os.ReadFile("/proc/self/maps") // thousands of bytes
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The ended program's time went to its parent's cutime (the spawner).
-	if cpu, _, _ := SandboxCPU(s.InitPID()); cpu <= before {
-		t.Fatalf("CPU time %d after a busy program, %d before", cpu, before)
+	var small [64]byte
+	got, err := readProc("/proc/self/maps", small[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both reads see this process's maps; they match but for mappings made
+	// between the two reads, so compare the first lines.
+	first := func(b []byte) string { return strings.SplitN(string(b), "\n", 2)[0] }
+	if len(got) < 1024 || first(got) != first(want) || !strings.HasSuffix(string(got), "\n") {
+		t.Fatalf("readProc read %d bytes (os.ReadFile %d), ending %q", len(got), len(want), got[max(0, len(got)-20):])
 	}
 }

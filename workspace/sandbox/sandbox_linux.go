@@ -171,10 +171,13 @@ func launch(network Network, readOnly []string, tmpBytes int64) (_ *launched, er
 	err = start(cmd)
 	if err != nil && exe != selfExe && execRefused(err) {
 		// A host that lets a memfd be made but not executed (an LSM's
-		// policy): this binary from now on.
-		helperRefused(err)
+		// policy): this binary from now on, if it starts where the helper
+		// did not (else the refusal was not the helper's).
+		helperErr := err
 		cmd = newCmd(selfExe)
-		err = start(cmd)
+		if err = start(cmd); err == nil {
+			helperRefused(helperErr)
+		}
 	}
 	if err != nil {
 		return nil, &LayerError{Layer: "userNamespaces", Reason: fmt.Sprintf("start the sandbox init: %v", err)}

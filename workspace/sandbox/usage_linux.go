@@ -122,10 +122,12 @@ func Children(pid int) []int {
 	return out
 }
 
-// readProc reads a small /proc file into buf with plain system calls: the
-// os package's files register with the runtime's poller (which /proc
-// refuses), tripling the calls of a walk that runs for every sandbox. A
-// file longer than buf is cut at len(buf).
+// readProc reads a /proc file with plain system calls: the os package's
+// files register with the runtime's poller (which /proc refuses), tripling
+// the calls of a walk that runs for every sandbox. It reads into buf and,
+// when the file is longer (a children list of hundreds of pids, which
+// sandboxed code decides), into a larger buffer: never a part of the file
+// as if it were the whole. At most maxProcFile bytes.
 func readProc(path string, buf []byte) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -133,7 +135,13 @@ func readProc(path string, buf []byte) ([]byte, error) {
 	}
 	defer unix.Close(fd)
 	n := 0
-	for n < len(buf) {
+	for {
+		if n == len(buf) {
+			if len(buf) >= maxProcFile {
+				return nil, fmt.Errorf("%s is longer than %d bytes", path, maxProcFile)
+			}
+			buf = append(buf[:n], make([]byte, max(len(buf), 4096))...)
+		}
 		m, err := unix.Read(fd, buf[n:])
 		if err == unix.EINTR {
 			continue
@@ -142,12 +150,15 @@ func readProc(path string, buf []byte) ([]byte, error) {
 			return nil, err
 		}
 		if m == 0 {
-			break
+			return buf[:n], nil
 		}
 		n += m
 	}
-	return buf[:n], nil
 }
+
+// maxProcFile bounds what readProc reads of one file: a children list of
+// every pid a sandbox may have (pids are at most 7 digits).
+const maxProcFile = 8 << 20
 
 // procDir lists the names in a /proc directory with plain system calls
 // (see readProc); none when it is gone.
@@ -171,11 +182,6 @@ func procDir(dir string) []string {
 	}
 }
 
-// CPUTicks is the CPU time a process and its waited-for children have
-// used (utime+stime+cutime+cstime of /proc/PID/stat, in USER_HZ ticks);
-// ok is false when the process is gone.
-func CPUTicks(pid int) (ticks int64, ok bool) { return cpuTicks(pid) }
-
 // cpuTicks is utime+stime+cutime+cstime of /proc/PID/stat, in USER_HZ
 // ticks; ok is false when the process is gone.
 func cpuTicks(pid int) (int64, bool) {
@@ -187,53 +193,108 @@ func cpuTicks(pid int) (int64, bool) {
 	return statCPU(b)
 }
 
-// SandboxCPU is the CPU time every process of the sandbox whose init is
-// initPid has used (their waited-for children's included, in USER_HZ
-// ticks), and how many processes there are. It lists them from the
-// sandbox's own /proc (its init's pid namespace, which holds every process
-// of the sandbox, the nested ones too), one directory read instead of a
-// walk of every thread's children; ok is false when that cannot be read.
-func SandboxCPU(initPid int) (ticks int64, procs int, ok bool) {
+// SandboxActivity sums what the programs of the sandbox whose init is
+// initPid have run, exactly: the nanoseconds every thread of every program
+// has spent on a CPU (/proc/PID/task/TID/schedstat, which any system call
+// moves; /proc/PID/stat's times move only in 10 ms steps, and a burst of
+// fallocate calls that allocates gigabytes may not move them at all), and
+// how many programs and threads there are (a reaped one leaves the count).
+// The programs are listed from the sandbox's own /proc (its init's pid
+// namespace, which holds every process of the sandbox, the nested ones
+// too): one directory read, not a walk of every thread's children. The
+// init and the spawner (the init's one child) are not programs. ok is
+// false when the sandbox's /proc cannot be read.
+func SandboxActivity(initPid int) (runNs int64, threads int, ok bool) {
 	dir, err := unix.Open("/proc/"+strconv.Itoa(initPid)+"/root/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, 0, false
 	}
 	defer unix.Close(dir)
+	names, ok := direntNames(dir)
+	if !ok {
+		return 0, 0, false
+	}
+	var buf [1024]byte
+	for _, name := range names {
+		if name[0] < '1' || name[0] > '9' || name == "1" {
+			continue // not a process, or the init
+		}
+		b, err := readAt(dir, name+"/stat", buf[:])
+		if err != nil {
+			continue // ended meanwhile
+		}
+		if ppid, ok := statPPID(b); !ok || ppid == 1 {
+			continue // the spawner
+		}
+		tdir, err := unix.Openat(dir, name+"/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		tids, _ := direntNames(tdir)
+		for _, tid := range tids {
+			b, err := readAt(tdir, tid+"/schedstat", buf[:])
+			if err != nil {
+				continue
+			}
+			f := bytes.Fields(b)
+			if len(f) == 0 {
+				continue
+			}
+			if ns, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
+				runNs += ns
+				threads++
+			}
+		}
+		unix.Close(tdir)
+	}
+	return runNs, threads, true
+}
+
+// direntNames lists an open directory's names.
+func direntNames(fd int) ([]string, bool) {
 	var names []string
-	var dbuf [8192]byte
+	var buf [8192]byte
 	for {
-		n, err := unix.ReadDirent(dir, dbuf[:])
+		n, err := unix.ReadDirent(fd, buf[:])
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return 0, 0, false
+			return nil, false
 		}
 		if n <= 0 {
-			break
+			return names, true
 		}
-		_, _, names = unix.ParseDirent(dbuf[:n], -1, names)
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
-	var buf [1024]byte
-	for _, name := range names {
-		if name[0] < '1' || name[0] > '9' {
-			continue // not a process
-		}
-		fd, err := unix.Openat(dir, name+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue // ended meanwhile
-		}
-		n, err := unix.Read(fd, buf[:])
-		unix.Close(fd)
-		if err != nil || n <= 0 {
-			continue
-		}
-		if t, ok := statCPU(buf[:n]); ok {
-			ticks += t
-			procs++
-		}
+}
+
+// readAt reads a small /proc file below dir (its first len(buf) bytes).
+func readAt(dir int, name string, buf []byte) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
 	}
-	return ticks, procs, true
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// statPPID is the parent pid in a /proc/PID/stat line.
+func statPPID(b []byte) (int, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(f[1]))
+	return n, err == nil
 }
 
 // statCPU is utime+stime+cutime+cstime of a /proc/PID/stat line.
