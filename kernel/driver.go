@@ -231,8 +231,10 @@ type pipe struct {
 	// skew is how many bytes read were not counted by the driver (written
 	// to the fd directly, by C code or a child), as of the last done.
 	skew int64
-	// grown: the pipe was found full once and made floodPipeBytes large
+	// size is the pipe's size once growPipe has asked (0 before); grown:
+	// it was found half full once and made floodPipeBytes large
 	// (driver_linux.go).
+	size  int
 	grown bool
 }
 

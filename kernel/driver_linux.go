@@ -303,8 +303,15 @@ func growPipe(p *pipe, avail int) {
 	if p.grown {
 		return
 	}
-	size, err := unix.FcntlInt(uintptr(p.fd), unix.F_GETPIPE_SZ, 0)
-	if err != nil || 2*avail < size {
+	if p.size == 0 { // asked once: not a system call on every read
+		size, err := unix.FcntlInt(uintptr(p.fd), unix.F_GETPIPE_SZ, 0)
+		if err != nil {
+			p.grown = true // cannot tell: leave it
+			return
+		}
+		p.size = size
+	}
+	if 2*avail < p.size {
 		return
 	}
 	p.grown = true

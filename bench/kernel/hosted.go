@@ -6,13 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
-	"runtime"
-	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 )
@@ -187,28 +182,10 @@ func (b *bench) reportHosted(w io.Writer) {
 
 // printHostEnv is who measures, where.
 func printHostEnv(w io.Writer, b *bench) {
-	who := strconv.Itoa(os.Getuid())
-	if u, err := user.Current(); err == nil {
-		who = u.Username + " (uid " + u.Uid + ")"
-	}
-	var uts unix.Utsname
-	_ = unix.Uname(&uts)
-	fmt.Fprintf(w, "   as %s; Linux %s; %d cores; %s; load average %s at the start\n", who, unix.ByteSliceToString(uts.Release[:]),
-		runtime.NumCPU(), runtime.Version(), b.loadStart)
+	fmt.Fprintf(w, "   %s; load average %s at the start\n", benchutil.Host(), b.loadStart)
 }
 
 // sandboxText is the layers of the scratch workspace's sandbox.
 func (b *bench) sandboxText() string {
-	sb := b.cbSandbox
-	var layers []string
-	for _, l := range []struct {
-		name string
-		on   bool
-	}{{"userns", sb.UserNamespaces}, {"overlay", sb.Overlay}, {"pidns", sb.PidNamespace}, {"netns", sb.NetworkNamespace},
-		{"seccomp", sb.Seccomp}, {"landlock", sb.Landlock}, {"cgroups", sb.Cgroups}} {
-		if l.on {
-			layers = append(layers, l.name)
-		}
-	}
-	return strings.Join(layers, " ") + "; network " + string(sb.Network)
+	return benchutil.Layers(b.cbSandbox) + "; network " + string(b.cbSandbox.Network)
 }

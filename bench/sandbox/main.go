@@ -120,10 +120,10 @@ func run(args []string, stdout io.Writer) error {
 					c.firstErr = err
 				}
 				if c.errs > o.n/10+2 {
-					return fmt.Errorf("%s: %d failures, the first: %w", strings.TrimSpace(c.total.name), c.errs, c.firstErr)
+					return fmt.Errorf("%s: %d failures, the first: %w", strings.TrimSpace(c.total.Name), c.errs, c.firstErr)
 				}
 			case it >= 0:
-				c.total.add(d)
+				c.total.Add(d)
 			}
 		}
 	}
@@ -207,7 +207,7 @@ func newBench(base string, o options) (*bench, error) {
 	if b.warm, err = sandbox.Start(context.Background(), cfg); err != nil {
 		return nil, fmt.Errorf("start the warm sandbox: %w", err)
 	}
-	b.warmSpawn = &benchCase{total: &series{name: "spawn true into an open sandbox (Spawn+Wait)"}}
+	b.warmSpawn = &benchCase{total: &series{Name: "spawn true into an open sandbox (Spawn+Wait)"}}
 	b.warmSpawn.run = func(bool) (time.Duration, error) {
 		t0 := time.Now()
 		err := spawnWait(b.warm, trueArgv)
@@ -279,8 +279,8 @@ func (b *bench) cold(name string, mode sandbox.Mode, argv []string, startFn func
 	// The pool's refill (250 ms after a take) must not launch while a
 	// case re-executes the daemon's binary (the environment says so).
 	pooled := strings.Contains(name, "pool") || strings.Contains(name, "re-executing")
-	start, spawn, closing := &series{name: "sandbox.Start"}, &series{name: "Spawn+Wait"}, &series{name: "Close"}
-	c := &benchCase{total: &series{name: name}, parts: []*series{start, spawn, closing}}
+	start, spawn, closing := &series{Name: "sandbox.Start"}, &series{Name: "Spawn+Wait"}, &series{Name: "Close"}
+	c := &benchCase{total: &series{Name: name}, parts: []*series{start, spawn, closing}}
 	c.run = func(record bool) (time.Duration, error) {
 		cfg, err := b.config(mode) // not timed: the workspace's directories exist already
 		if err != nil {
@@ -304,9 +304,9 @@ func (b *bench) cold(name string, mode sandbox.Mode, argv []string, startFn func
 			return 0, err
 		}
 		if record {
-			start.add(t1.Sub(t0))
-			spawn.add(t2.Sub(t1))
-			closing.add(t3.Sub(t2))
+			start.Add(t1.Sub(t0))
+			spawn.Add(t2.Sub(t1))
+			closing.Add(t3.Sub(t2))
 		}
 		return t3.Sub(t0), nil
 	}
@@ -339,7 +339,7 @@ func spawnWait(s *sandbox.Sandbox, argv []string) error {
 // command times a whole command, from fork to wait, with /dev/null as its
 // stdio and the sandboxes' default environment.
 func (b *bench) command(name string, argv []string) *benchCase {
-	c := &benchCase{total: &series{name: name}}
+	c := &benchCase{total: &series{Name: name}}
 	c.run = func(bool) (time.Duration, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env, cmd.Dir = b.env, b.base
@@ -366,7 +366,7 @@ func (b *bench) check() error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w (commands: run it by hand to see its output)", strings.TrimSpace(c.total.name), err)
+			return fmt.Errorf("%s: %w (commands: run it by hand to see its output)", strings.TrimSpace(c.total.Name), err)
 		}
 	}
 	return nil
@@ -410,7 +410,7 @@ func (b *bench) report(w io.Writer) {
 	for _, c := range b.cases {
 		if c.errs > 0 {
 			fmt.Fprintf(w, "FAILED %d of %d+%d runs of %q (not measured); the first: %v\n",
-				c.errs, b.o.warmup, b.o.n, strings.TrimSpace(c.total.name), c.firstErr)
+				c.errs, b.o.warmup, b.o.n, strings.TrimSpace(c.total.Name), c.firstErr)
 		}
 	}
 }

@@ -16,7 +16,6 @@ const HelperEnv = "CELLBOX_SANDBOX_HELPER"
 var lean struct {
 	mu  sync.Mutex
 	bin []byte // as registered
-	set bool
 
 	once   sync.Once
 	path   string   // what to exec, or "" when the binary itself is used
@@ -35,7 +34,7 @@ var lean struct {
 func UseHelper(bin []byte) {
 	lean.mu.Lock()
 	defer lean.mu.Unlock()
-	lean.bin, lean.set = bin, true
+	lean.bin = bin
 }
 
 // HelperInfo says which binary sandboxes' inits and spawners run: the lean

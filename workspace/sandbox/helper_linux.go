@@ -38,9 +38,9 @@ func helperPath() (path, reason string) {
 
 func openHelper() (string, string) {
 	lean.mu.Lock()
-	bin, set := lean.bin, lean.set
+	bin := lean.bin
 	lean.mu.Unlock()
-	if !set || len(bin) == 0 {
+	if len(bin) == 0 {
 		return "", "this build carries no sandbox helper"
 	}
 	if !bytes.HasPrefix(bin, []byte("\x7fELF")) {

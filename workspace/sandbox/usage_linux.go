@@ -168,18 +168,8 @@ func procDir(dir string) []string {
 		return nil
 	}
 	defer unix.Close(fd)
-	var names []string
-	var buf [4096]byte
-	for {
-		n, err := unix.ReadDirent(fd, buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return names
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-	}
+	names, _ := direntNames(fd)
+	return names
 }
 
 // cpuTicks is utime+stime+cutime+cstime of /proc/PID/stat, in USER_HZ
