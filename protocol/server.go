@@ -71,6 +71,12 @@ type Server interface {
 	WorkspaceExportPatch(context.Context, *WorkspaceExportPatchParams) (*WorkspaceExportPatchResult, error)
 	WorkspaceFork(context.Context, *WorkspaceForkParams) (*WorkspaceInfo, error)
 	WorkspaceExecutions(context.Context, *WorkspaceExecutionsParams) (*WorkspaceExecutionsResult, error)
+
+	// §11 Apps.
+	WorkspaceExposePort(context.Context, *WorkspaceExposePortParams) (*Preview, error)
+	WorkspaceUnexposePort(context.Context, *PreviewIDParams) (*Empty, error)
+	WorkspacePreviews(context.Context, *WorkspacePreviewsParams) (*WorkspacePreviewsResult, error)
+	WorkspaceExport(context.Context, *WorkspaceExportParams) (*WorkspaceExportResult, error)
 }
 
 // Client is every server-to-client message of PROTOCOL.md: notifications,
@@ -84,4 +90,5 @@ type Client interface {
 	PtyOutput(context.Context, *PtyOutputParams) error
 	PtyExit(context.Context, *PtyExitParams) error
 	NetworkBlocked(context.Context, *NetworkBlockedParams) error
+	WorkspacePorts(context.Context, *WorkspacePortsParams) error
 }

@@ -123,6 +123,11 @@ func init() {
 
 	add(protocol.MethodWorkspaceSetNetwork, (*conn).WorkspaceSetNetwork)
 	add(protocol.MethodWorkspaceInstall, (*conn).WorkspaceInstall)
+
+	add(protocol.MethodWorkspaceExposePort, (*conn).WorkspaceExposePort)
+	add(protocol.MethodWorkspaceUnexposePort, (*conn).WorkspaceUnexposePort)
+	add(protocol.MethodWorkspacePreviews, (*conn).WorkspacePreviews)
+	add(protocol.MethodWorkspaceExport, (*conn).WorkspaceExport)
 }
 
 // decodeParams decodes params into p. Absent or null params decode as {};

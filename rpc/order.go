@@ -193,6 +193,8 @@ var orderOf = map[string]orderClass{
 	protocol.MethodWorkspaceDiff:             orderWSRead,
 	protocol.MethodWorkspaceCheckpoints:      orderWSRead,
 	protocol.MethodWorkspaceExportGit:        orderWSRead,
+	protocol.MethodWorkspaceExport:           orderWSRead,
+	protocol.MethodWorkspaceExposePort:       orderWSRead,
 	protocol.MethodWorkspaceExportPatch:      orderWSRead,
 	protocol.MethodWorkspaceFork:             orderWSRead,
 	protocol.MethodWorkspaceExecutions:       orderWSRead,

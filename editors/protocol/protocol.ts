@@ -82,6 +82,11 @@ export const Methods = {
   // MethodWorkspaceExecutions lists the files each recent execution of a
   // workspace changed. Extension.
   WorkspaceExecutions: "workspace/executions",
+  // MethodWorkspacePorts says which TCP ports servers of a workspace's
+  // sandbox listen on, whenever that set changes, so that a client can
+  // offer a preview of a server that has just started. Extension;
+  // notification, server to client.
+  WorkspacePorts: "workspace/ports",
 } as const;
 
 /** JSON-RPC error codes (PROTOCOL.md §7). */
@@ -1653,14 +1658,150 @@ export interface WorkspaceExecutionsResult {
   executions: ExecutionRecord[];
 }
 
+/** PreviewProtocol is what a preview serves: "http" (websockets included). */
+export type PreviewProtocol = "http";
+/** Values of {@link PreviewProtocol}. */
+export const PreviewProtocol = {
+  PreviewHTTP: "http",
+} as const;
+
+/** WorkspaceExposePortParams are the params of `workspace/exposePort`. */
+export interface WorkspaceExposePortParams {
+  workspaceId: string;
+  /**
+   * port is the TCP port a server listens on inside the sandbox
+   * (1 to 65535). Nothing need listen yet: the preview answers 502 until
+   * a server does.
+   */
+  port: number;
+  /** protocol is "http", the default and only one. */
+  protocol?: PreviewProtocol;
+}
+
+/**
+ * Preview is a server of a workspace's sandbox reachable from the host:
+ * the result of `workspace/exposePort` and an entry of
+ * `workspace/previews`. Exposing a port that already has a preview
+ * answers that preview.
+ */
+export interface Preview {
+  previewId: string;
+  /** port is the port inside the sandbox. */
+  port: number;
+  /**
+   * url is where a browser opens it: a loopback origin of its own (never
+   * the IDE's), with the preview's token in the query; the first request
+   * with it sets a cookie for that origin only.
+   */
+  url: string;
+  /** workspaceId is the workspace the server runs in. Extension. */
+  workspaceId?: string;
+}
+
+/** PreviewIDParams name one preview (`workspace/unexposePort`). */
+export interface PreviewIDParams {
+  previewId: string;
+}
+
+/** WorkspacePreviewsParams are the params of `workspace/previews`. */
+export interface WorkspacePreviewsParams {
+  workspaceId: string;
+}
+
+/** WorkspacePreviewsResult is the result of `workspace/previews`. */
+export interface WorkspacePreviewsResult {
+  previews: Preview[];
+}
+
+/**
+ * WorkspacePortsParams are the params of the `workspace/ports`
+ * notification (extension): the TCP ports servers listen on in the
+ * workspace's sandbox (on any address of its own network namespace),
+ * ascending, sent when the set changes. A sandbox with the host's network
+ * sends none.
+ */
+export interface WorkspacePortsParams {
+  workspaceId: string;
+  ports: number[];
+}
+
+/** ExportFormat is what `workspace/export` writes. */
+export type ExportFormat = "dir" | "oci";
+/** Values of {@link ExportFormat}. */
+export const ExportFormat = {
+  /**
+   * Dir is a directory: the app, its requirements, a Dockerfile,
+   * a compose.yaml and a README.
+   */
+  Dir: "dir",
+  /**
+   * OCI is the directory plus an OCI image layout of it (under
+   * image/ in the destination).
+   */
+  OCI: "oci",
+} as const;
+
+/** WorkspaceExportParams are the params of `workspace/export`. */
+export interface WorkspaceExportParams {
+  workspaceId: string;
+  /**
+   * dest is an absolute host path: a directory that does not exist or
+   * is empty.
+   */
+  dest: string;
+  format: ExportFormat;
+  /**
+   * command is the command that runs the app; absent: detected (Flask,
+   * FastAPI/uvicorn, Streamlit, `npm start`, a main script).
+   */
+  command?: string[];
+  /**
+   * base is an OCI image layout directory to build the image on
+   * (`format: "oci"`), optionally with ":tag"; absent: one found
+   * locally. Extension.
+   */
+  base?: string;
+  /**
+   * port is the port the app serves on, for the Dockerfile's EXPOSE and
+   * compose.yaml; absent: detected or the framework's default.
+   * Extension.
+   */
+  port?: number;
+  workDoneToken?: ProgressToken;
+}
+
+/** WorkspaceExportResult is the result of `workspace/export`. */
+export interface WorkspaceExportResult {
+  /** path is the bundle's directory. */
+  path: string;
+  /** files and Bytes count what was written. */
+  files: number;
+  bytes: number;
+  /** image is the OCI image, with format "oci". */
+  image?: ExportImage;
+  /**
+   * command is the command the bundle runs, and App what it was found
+   * to be ("flask", "fastapi", "streamlit", "npm", "python", "node", or
+   * "custom" when given). Extension.
+   */
+  command?: string[];
+  app?: string;
+}
+
+/** ExportImage is the OCI image an export wrote. */
+export interface ExportImage {
+  /** digest is the image manifest's digest ("sha256:..."). */
+  digest: string;
+  /** layout is the OCI image layout's directory. Extension. */
+  layout?: string;
+  /** base names the base image it was built on. Extension. */
+  base?: string;
+}
+
 /**
  * The params and result types of every client-to-server request, by method
  * (protocol.Server). Params `void`: the method takes none; result `null`:
  * it answers null.
- *
- * The methods of PROTOCOL.md that this daemon does not implement yet (such
- * requests answer -32601) are in none of these maps: `workspace/exposePort`,
- * `workspace/unexposePort`, `workspace/previews`, `workspace/export`.
  */
 export interface Requests {
   "initialize": { params: InitializeParams; result: InitializeResult };
@@ -1711,6 +1852,10 @@ export interface Requests {
   "workspace/exportPatch": { params: WorkspaceExportPatchParams; result: WorkspaceExportPatchResult };
   "workspace/fork": { params: WorkspaceForkParams; result: WorkspaceInfo };
   "workspace/executions": { params: WorkspaceExecutionsParams; result: WorkspaceExecutionsResult };
+  "workspace/exposePort": { params: WorkspaceExposePortParams; result: Preview };
+  "workspace/unexposePort": { params: PreviewIDParams; result: Empty };
+  "workspace/previews": { params: WorkspacePreviewsParams; result: WorkspacePreviewsResult };
+  "workspace/export": { params: WorkspaceExportParams; result: WorkspaceExportResult };
 }
 
 /** The params type of every client-to-server notification, by method. */
@@ -1740,6 +1885,7 @@ export interface ServerNotifications {
   "pty/output": PtyOutputParams;
   "pty/exit": PtyExitParams;
   "network/blocked": NetworkBlockedParams;
+  "workspace/ports": WorkspacePortsParams;
 }
 
 export type RequestMethod = keyof Requests;

@@ -58,6 +58,7 @@ var clientNotifications = map[string]string{
 var fileOrder = []string{
 	"doc.go", "methods.go", "errors.go", "lifecycle.go",
 	"workspace.go", "fs.go", "kernel.go", "pty.go", "daemon.go", "network.go",
+	"agents.go", "apps.go",
 }
 
 // overrides give the client type of Go types that can say no better than

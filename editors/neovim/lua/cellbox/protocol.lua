@@ -85,6 +85,11 @@ M.methods = {
   -- MethodWorkspaceExecutions lists the files each recent execution of a
   -- workspace changed. Extension.
   WorkspaceExecutions = "workspace/executions",
+  -- MethodWorkspacePorts says which TCP ports servers of a workspace's
+  -- sandbox listen on, whenever that set changes, so that a client can
+  -- offer a preview of a server that has just started. Extension;
+  -- notification, server to client.
+  WorkspacePorts = "workspace/ports",
 }
 
 --- JSON-RPC error codes (PROTOCOL.md §7): code by name and name by code.
@@ -216,6 +221,13 @@ M.enums = {
   PackageManager = {
     Pip = "pip",
     Npm = "npm",
+  },
+  PreviewProtocol = {
+    PreviewHTTP = "http",
+  },
+  ExportFormat = {
+    Dir = "dir", -- Dir is a directory: the app, its requirements, a Dockerfile, a compose.yaml and a README.
+    OCI = "oci", -- OCI is the directory plus an OCI image layout of it (under image/ in the destination).
   },
 }
 
@@ -1023,5 +1035,73 @@ M.enums = {
 --- oldest first.
 ---@class cellbox.WorkspaceExecutionsResult
 ---@field executions cellbox.ExecutionRecord[]
+
+--- PreviewProtocol is what a preview serves: "http" (websockets included).
+---@alias cellbox.PreviewProtocol "http"
+
+--- WorkspaceExposePortParams are the params of `workspace/exposePort`.
+---@class cellbox.WorkspaceExposePortParams
+---@field workspaceId string
+---@field port integer port is the TCP port a server listens on inside the sandbox (1 to 65535). Nothing need listen yet: the preview answers 502 until a server does.
+---@field protocol? cellbox.PreviewProtocol protocol is "http", the default and only one.
+
+--- Preview is a server of a workspace's sandbox reachable from the host:
+--- the result of `workspace/exposePort` and an entry of
+--- `workspace/previews`. Exposing a port that already has a preview
+--- answers that preview.
+---@class cellbox.Preview
+---@field previewId string
+---@field port integer port is the port inside the sandbox.
+---@field url string url is where a browser opens it: a loopback origin of its own (never the IDE's), with the preview's token in the query; the first request with it sets a cookie for that origin only.
+---@field workspaceId? string workspaceId is the workspace the server runs in. Extension.
+
+--- PreviewIDParams name one preview (`workspace/unexposePort`).
+---@class cellbox.PreviewIDParams
+---@field previewId string
+
+--- WorkspacePreviewsParams are the params of `workspace/previews`.
+---@class cellbox.WorkspacePreviewsParams
+---@field workspaceId string
+
+--- WorkspacePreviewsResult is the result of `workspace/previews`.
+---@class cellbox.WorkspacePreviewsResult
+---@field previews cellbox.Preview[]
+
+--- WorkspacePortsParams are the params of the `workspace/ports`
+--- notification (extension): the TCP ports servers listen on in the
+--- workspace's sandbox (on any address of its own network namespace),
+--- ascending, sent when the set changes. A sandbox with the host's network
+--- sends none.
+---@class cellbox.WorkspacePortsParams
+---@field workspaceId string
+---@field ports integer[]
+
+--- ExportFormat is what `workspace/export` writes.
+---@alias cellbox.ExportFormat "dir"|"oci"
+
+--- WorkspaceExportParams are the params of `workspace/export`.
+---@class cellbox.WorkspaceExportParams
+---@field workspaceId string
+---@field dest string dest is an absolute host path: a directory that does not exist or is empty.
+---@field format cellbox.ExportFormat
+---@field command? string[] command is the command that runs the app; absent: detected (Flask, FastAPI/uvicorn, Streamlit, `npm start`, a main script).
+---@field base? string base is an OCI image layout directory to build the image on (`format: "oci"`), optionally with ":tag"; absent: one found locally. Extension.
+---@field port? integer port is the port the app serves on, for the Dockerfile's EXPOSE and compose.yaml; absent: detected or the framework's default. Extension.
+---@field workDoneToken? cellbox.ProgressToken
+
+--- WorkspaceExportResult is the result of `workspace/export`.
+---@class cellbox.WorkspaceExportResult
+---@field path string path is the bundle's directory.
+---@field files integer files and Bytes count what was written.
+---@field bytes integer
+---@field image? cellbox.ExportImage image is the OCI image, with format "oci".
+---@field command? string[] command is the command the bundle runs, and App what it was found to be ("flask", "fastapi", "streamlit", "npm", "python", "node", or "custom" when given). Extension.
+---@field app? string
+
+--- ExportImage is the OCI image an export wrote.
+---@class cellbox.ExportImage
+---@field digest string digest is the image manifest's digest ("sha256:...").
+---@field layout? string layout is the OCI image layout's directory. Extension.
+---@field base? string base names the base image it was built on. Extension.
 
 return M
