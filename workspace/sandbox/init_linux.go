@@ -167,9 +167,6 @@ func initMain([]string) int {
 		sp.Process.Kill()
 		return fail(err)
 	}
-	if pm.Prep.Network == NetworkHost {
-		_, _ = goW.Write([]byte(NetworkHost))
-	}
 	goW.Close() // go
 
 	// The listeners go to the daemon, which serves them; this process
@@ -240,11 +237,14 @@ func reap(ctl *msgConn, spawner int) int {
 	daemonGone := make(chan struct{})
 	go func() {
 		for {
-			if _, files, err := ctl.recv(); err != nil {
+			m, files, err := ctl.recv()
+			closeAll(files)
+			if err != nil {
 				close(daemonGone)
 				return
-			} else {
-				closeAll(files)
+			}
+			if m.Op == "dial" {
+				go initDial(ctl, m.ID, m.Port)
 			}
 		}
 	}()

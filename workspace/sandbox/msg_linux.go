@@ -28,6 +28,8 @@ import (
 //	  | -- {spawn} + stdio fds ---------------------------------->|
 //	  |<---------------------------------- {started pid} [+pty] ---|
 //	  |<---------------------------------- {exited status} --------|
+//	  | -- {dial port} --------->| connects to the port in its network namespace
+//	  |<-- {dialed} [+ conn] ----|
 //	  |<-- {error} / EOF ------- | init died: the sandbox is gone
 //
 // EOF on the init's control socket tells the init that the daemon died; it
@@ -67,6 +69,9 @@ type msg struct {
 
 	// prep
 	Prep *prepConfig `json:"prep,omitempty"`
+
+	// dial (daemon to init) and dialed (its answer, with the connection)
+	Port int `json:"port,omitempty"`
 
 	Err string `json:"err,omitempty"`
 }

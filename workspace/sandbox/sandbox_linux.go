@@ -47,6 +47,9 @@ type Sandbox struct {
 	procs  map[uint64]*Process
 	nextID uint64
 	closed bool
+	// dials are the DialPort calls waiting for the init's answer, by id.
+	dials    map[uint64]chan dialed
+	nextDial uint64
 }
 
 // Process is a program started in a sandbox.
@@ -429,14 +432,20 @@ func (s *Sandbox) watchInit() {
 		defer close(ctlDone)
 		for {
 			m, files, err := s.ctl.recv()
-			closeAll(files)
 			if err != nil {
+				closeAll(files)
 				return
 			}
-			if m.Op == "error" {
+			switch m.Op {
+			case "error":
+				closeAll(files)
 				s.mu.Lock()
 				s.initErr = errors.New(m.Err)
 				s.mu.Unlock()
+			case "dialed":
+				s.answerDial(m, files)
+			default:
+				closeAll(files)
 			}
 		}
 	}()

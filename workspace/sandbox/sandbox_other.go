@@ -48,3 +48,5 @@ type Pool struct{}
 func NewPool(readOnly ...string) *Pool                                  { return &Pool{} }
 func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) { return nil, ErrLinuxOnly }
 func (p *Pool) Close()                                                  {}
+
+func (s *Sandbox) DialPort(context.Context, int) (net.Conn, error) { return nil, ErrLinuxOnly }

@@ -64,18 +64,16 @@ func spawnerMain([]string) int {
 		fmt.Fprintln(os.Stderr, "sandbox spawner:", err)
 		return 1
 	}
-	// Wait for the init to finish the root (EOF on the go pipe); it writes
-	// "host" first when the sandbox has the host's network.
+	// Wait for the init to finish the root (EOF on the go pipe).
 	goR := os.NewFile(spawnerGoFD, "go")
-	said, _ := io.ReadAll(io.LimitReader(goR, 64))
+	_, _ = io.Copy(io.Discard, io.LimitReader(goR, 64))
 	goR.Close()
-	hostNetwork := string(said) == string(NetworkHost)
 
 	if err := innerProc(); err != nil {
 		_ = conn.send(&msg{Op: "error", Err: err.Error()})
 		return 1
 	}
-	layers, err := lockDown(hostNetwork)
+	layers, err := lockDown()
 	if err != nil {
 		_ = conn.send(&msg{Op: "error", Err: err.Error()})
 		return 1
@@ -156,7 +154,7 @@ func capInotify() error {
 const programNamespaces = 65536
 
 // lockDown applies to the spawner itself what every program must have.
-func lockDown(hostNetwork bool) (*Layers, error) {
+func lockDown() (*Layers, error) {
 	layers := &Layers{}
 	// No namespace of any kind can be created below this point, but for
 	// the spawner's own mount namespace per program.
@@ -183,9 +181,13 @@ func lockDown(hostNetwork bool) (*Layers, error) {
 	if err := thisThread(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return nil, fmt.Errorf("set no_new_privs: %w", err)
 	}
-	// Landlock's TCP rules would leave "host" half a network (UDP only):
-	// with the host's network, TCP is the host's too.
-	if err := installLandlock(existing(landlockRO), existing(landlockRW), hostNetwork); err != nil {
+	// TCP is the network namespace's to confine, not Landlock's: a sandbox
+	// of its own network has only its loopback (where its servers listen,
+	// its programs reach them, and the daemon reaches them for previews
+	// through the init) and the daemon's listeners; Landlock's port rules
+	// cannot tell that loopback from anything else. With the host's network
+	// TCP is the host's. So the spawner never hands Landlock TCP.
+	if err := installLandlock(existing(landlockRO), existing(landlockRW), true); err != nil {
 		layers.Reason = err.Error()
 	} else {
 		layers.Landlock = true
