@@ -1,0 +1,43 @@
+// Package preview serves a server that runs in a sandbox to the host's
+// browser: one loopback listener per preview, an HTTP reverse proxy
+// (websockets included) whose every connection to the server is opened by
+// the sandbox's init inside the sandbox's network namespace and passed to
+// the daemon ([Options.Dial]).
+//
+// It imports nothing of cellbox's own.
+//
+// # Origins apart
+//
+// What a preview serves is untrusted: the sandboxed app writes it. So each
+// preview is its own origin (its own port), never the IDE's, and carries
+// its own token:
+//
+//   - The URL has the token in the query ([Param]). A request with it gets
+//     an HttpOnly, SameSite=Strict cookie for the preview's origin, named
+//     after its port, which the page's own later requests (its scripts,
+//     styles, fetches and websockets) carry. The token is taken out of the
+//     query before the request reaches the app. (No redirect to a URL
+//     without it: the IDE that opens a preview is a same-site page, and a
+//     redirected navigation would count as coming from it.)
+//   - A request with the cookie alone is taken only when it does not come
+//     from another origin (Sec-Fetch-Site "same-origin" or "none", or a
+//     client that sends no Sec-Fetch-Site): cookies ignore ports, so every
+//     preview's cookie reaches every other loopback port, and one preview's
+//     script must not drive another preview with it.
+//   - The cookie and the token never reach the app (stripped from the
+//     request), and the app cannot set or replace a cookie of that name
+//     (stripped from its responses).
+//   - The Host header must name a loopback address or localhost (DNS
+//     rebinding).
+//
+// The IDE holds its own token in its origin's sessionStorage and sends it
+// with every request; no cookie of the IDE's exists for a preview to
+// spend, and the IDE forbids framing (frame-ancestors 'none').
+//
+// # Untrusted input
+//
+// The app's response heads are at most 1 MiB; at most [Options.MaxConns]
+// browser connections are served at once; request heads must arrive within
+// 10 s. Bodies and upgraded (websocket) connections stream both ways
+// without buffering.
+package preview

@@ -1,0 +1,251 @@
+package preview
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+// Param is the query parameter that carries a preview's token.
+const Param = "cellbox-preview"
+
+// cookiePrefix starts the name of every preview's cookie; the rest is the
+// preview's port.
+const cookiePrefix = "cellbox-preview-"
+
+// ErrNotListening is what Dial returns when nothing listens on the port
+// yet: the preview answers 502 with a page that retries.
+var ErrNotListening = errors.New("nothing listens on that port")
+
+// Options configure one preview.
+type Options struct {
+	// Host is the loopback address to listen on (default 127.0.0.1).
+	Host string
+	// Dial opens one connection to the server in the sandbox. An error
+	// wrapping ErrNotListening means nothing listens yet.
+	Dial func(ctx context.Context) (net.Conn, error)
+	// Port is the server's port in the sandbox (for messages).
+	Port int
+	// MaxConns bounds the browser connections served at once (default 256).
+	MaxConns int
+	Logger   *slog.Logger
+}
+
+// Server is one preview: a listener of its own and the proxy behind it.
+type Server struct {
+	opts   Options
+	ln     net.Listener
+	srv    *http.Server
+	token  string
+	cookie string
+	url    string
+	rp     *httputil.ReverseProxy
+	tr     *http.Transport
+	once   sync.Once
+}
+
+// Start listens on a new loopback port and serves the preview there.
+func Start(opts Options) (*Server, error) {
+	if opts.Dial == nil {
+		return nil, errors.New("preview: no Dial")
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(opts.Host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("preview: %q is not a loopback address", opts.Host)
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 256
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, fmt.Errorf("preview token: %w", err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(opts.Host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("preview of port %d: listen on %s: %w", opts.Port, opts.Host, err)
+	}
+	s := &Server{opts: opts, ln: ln, token: base64.RawURLEncoding.EncodeToString(raw[:])}
+	port := ln.Addr().(*net.TCPAddr).Port
+	s.cookie = cookiePrefix + strconv.Itoa(port)
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(opts.Host, strconv.Itoa(port)), Path: "/", RawQuery: Param + "=" + s.token}
+	s.url = u.String()
+	s.tr = &http.Transport{
+		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return opts.Dial(ctx) },
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        30 * time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+		DisableCompression:     true,
+	}
+	s.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = "sandbox"
+			pr.Out.Host = pr.In.Host // the app builds its URLs from what the browser asked
+		},
+		Transport:     s.tr,
+		FlushInterval: -1, // server-sent events and streams as they come
+		ModifyResponse: func(resp *http.Response) error {
+			stripSetCookie(resp.Header)
+			return nil
+		},
+		ErrorHandler: s.proxyError,
+		ErrorLog:     slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+	}
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+	}
+	go func() { _ = s.srv.Serve(netutil.LimitListener(ln, opts.MaxConns)) }()
+	return s, nil
+}
+
+// URL is where a browser opens the preview, token included.
+func (s *Server) URL() string { return s.url }
+
+// Addr is the preview's listening address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Close stops the preview: its listener and every connection through it.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		_ = s.srv.Close()
+		s.tr.CloseIdleConnections()
+	})
+	return nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !loopbackHost(r.Host) {
+		http.Error(w, "preview: the Host header must name this machine's loopback", http.StatusForbidden)
+		return
+	}
+	q := r.URL.Query()
+	if tok, ok := q[Param]; ok {
+		if len(tok) != 1 || !s.valid(tok[0]) {
+			s.unauthorized(w)
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		q.Del(Param) // the app never sees it
+		r.URL.RawQuery = q.Encode()
+		r.RequestURI = ""
+	} else if !s.cookieOK(r) {
+		s.unauthorized(w)
+		return
+	}
+	s.stripCookie(r)
+	s.rp.ServeHTTP(w, r)
+}
+
+func (s *Server) valid(tok string) bool {
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) == 1
+}
+
+// cookieOK: the request carries this preview's cookie and does not come
+// from another origin.
+func (s *Server) cookieOK(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return false
+	}
+	for _, c := range r.Cookies() {
+		if c.Name == s.cookie && s.valid(c.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// stripCookie removes every preview cookie from the request: the app
+// never sees a token.
+func (s *Server) stripCookie(r *http.Request) {
+	cs := r.Cookies()
+	r.Header.Del("Cookie")
+	var keep []string
+	for _, c := range cs {
+		if !strings.HasPrefix(c.Name, cookiePrefix) {
+			keep = append(keep, c.Name+"="+c.Value)
+		}
+	}
+	if len(keep) > 0 {
+		r.Header.Set("Cookie", strings.Join(keep, "; "))
+	}
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprintf(w, "<!DOCTYPE html><title>cellbox preview</title><p>This preview of port %d needs its link: open it from the editor (it carries the preview's token).</p>\n", s.opts.Port)
+}
+
+// proxyError answers what the proxy could not get from the app: 502 with
+// a page that tries again while nothing listens yet (a server starting).
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the browser went away
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusBadGateway)
+	if errors.Is(err, ErrNotListening) {
+		fmt.Fprintf(w, "<!DOCTYPE html><meta http-equiv=\"refresh\" content=\"2\"><title>cellbox preview</title><p>Nothing listens on port %d in the workspace's sandbox yet. This page tries again every 2 seconds.</p>\n", s.opts.Port)
+		return
+	}
+	s.opts.Logger.Debug("preview: proxy error", "port", s.opts.Port, "err", err)
+	fmt.Fprintf(w, "<!DOCTYPE html><title>cellbox preview</title><p>The server on port %d in the workspace's sandbox did not answer: %s</p>\n", s.opts.Port, html.EscapeString(err.Error()))
+}
+
+// stripSetCookie drops the cookies an app sets under a preview's cookie
+// names: an app must not log another preview out.
+func stripSetCookie(h http.Header) {
+	sc := h.Values("Set-Cookie")
+	if len(sc) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, v := range sc {
+		name, _, _ := strings.Cut(v, "=")
+		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(name)), cookiePrefix) {
+			h.Add("Set-Cookie", v)
+		}
+	}
+}
+
+// loopbackHost: a Host header naming a loopback address or localhost.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,209 @@
+package preview
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/websocket"
+)
+
+// app is a stand-in for the sandboxed server (the sandbox itself is
+// dialed in workspace's and cmd/cellbox's tests): it echoes what it saw of
+// the request, sets cookies, and echoes websocket messages.
+func app(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			mt, m, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			_ = c.WriteMessage(mt, append([]byte("echo:"), m...))
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "session", Value: "app"})
+		w.Header().Add("Set-Cookie", "Cellbox-Preview-1=stolen; Path=/")
+		fmt.Fprintf(w, "path=%s query=%s cookie=%s host=%s", r.URL.Path, r.URL.RawQuery, r.Header.Get("Cookie"), r.Host)
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln
+}
+
+func start(t *testing.T, dial func(context.Context) (net.Conn, error)) *Server {
+	t.Helper()
+	s, err := Start(Options{Dial: dial, Port: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func dialTo(addr string) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+func get(t *testing.T, c *http.Client, u string, hdr map[string]string) (int, string, *http.Response) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp
+}
+
+func TestPreviewTokenAndCookie(t *testing.T) {
+	ln := app(t)
+	s := start(t, dialTo(ln.Addr().String()))
+	if !strings.Contains(s.URL(), "?"+Param+"=") || !strings.HasPrefix(s.URL(), "http://127.0.0.1:") {
+		t.Fatalf("URL %q", s.URL())
+	}
+	base := strings.SplitN(s.URL(), "?", 2)[0]
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+
+	// Without the token: 401, and the app is not reached.
+	if code, body, _ := get(t, c, base+"page", nil); code != http.StatusUnauthorized || strings.Contains(body, "path=") {
+		t.Fatalf("no token: %d %q", code, body)
+	}
+	if code, _, _ := get(t, c, base+"?"+Param+"=wrong", nil); code != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %d", code)
+	}
+
+	// With it: the app answers, without seeing the token in the query.
+	code, body, resp := get(t, c, s.URL()+"&x=1", nil)
+	if code != 200 || !strings.Contains(body, "query=x=1 ") || strings.Contains(body, Param) {
+		t.Fatalf("with the token: %d %q", code, body)
+	}
+	var ours *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if strings.HasPrefix(ck.Name, cookiePrefix) {
+			if ours != nil {
+				t.Fatalf("two preview cookies: the app's was not stripped: %v", resp.Header.Values("Set-Cookie"))
+			}
+			ours = ck
+		}
+	}
+	if ours == nil || !ours.HttpOnly || ours.SameSite != http.SameSiteStrictMode || ours.Path != "/" || ours.Domain != "" {
+		t.Fatalf("the preview's cookie: %+v", ours)
+	}
+	if got := resp.Header.Values("Set-Cookie"); !strings.Contains(strings.Join(got, "\n"), "session=app") {
+		t.Errorf("the app's own cookie was dropped: %q", got)
+	}
+
+	// The cookie alone, from the page itself: the app answers and sees its
+	// own cookie, never the preview's.
+	code, body, _ = get(t, c, base+"next", map[string]string{"Sec-Fetch-Site": "same-origin"})
+	if code != 200 || !strings.Contains(body, "path=/next") || strings.Contains(body, cookiePrefix) || !strings.Contains(body, "session=app") {
+		t.Fatalf("the cookie alone: %d %q", code, body)
+	}
+	// The cookie alone from another origin (another preview's script, the
+	// same site as every loopback port): refused.
+	for _, site := range []string{"same-site", "cross-site"} {
+		if code, body, _ := get(t, c, base+"next", map[string]string{"Sec-Fetch-Site": site}); code != http.StatusUnauthorized {
+			t.Errorf("cookie from %s: %d %q", site, code, body)
+		}
+	}
+	// A name that is not this machine's loopback (DNS rebinding): 403.
+	if code, _, _ := get(t, c, s.URL(), map[string]string{"Host": "evil.example:80"}); code != http.StatusForbidden {
+		t.Errorf("Host evil.example: %d", code)
+	}
+	// localhost names are this machine.
+	if code, body, _ := get(t, c, s.URL(), map[string]string{"Host": "localhost"}); code != 200 || !strings.Contains(body, "host=localhost") {
+		t.Errorf("Host localhost: %d %q", code, body)
+	}
+}
+
+func TestPreviewWebsocket(t *testing.T) {
+	ln := app(t)
+	s := start(t, dialTo(ln.Addr().String()))
+	u, _ := url.Parse(s.URL())
+	u.Scheme, u.Path = "ws", "/ws"
+	c, resp, err := websocket.DefaultDialer.Dial(u.String(), nil)
+	if err != nil {
+		t.Fatalf("websocket through the preview: %v (%v)", err, resp)
+	}
+	defer c.Close()
+	for i := range 3 {
+		msg := fmt.Sprintf("hello %d", i)
+		if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := c.ReadMessage()
+		if err != nil || string(got) != "echo:"+msg {
+			t.Fatalf("websocket answer %q (%v)", got, err)
+		}
+	}
+	// Without the token the upgrade is refused.
+	u.RawQuery = ""
+	if _, resp, err := websocket.DefaultDialer.Dial(u.String(), nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a websocket without the token: %v %v", err, resp)
+	}
+}
+
+func TestPreviewNothingListening(t *testing.T) {
+	s := start(t, func(context.Context) (net.Conn, error) {
+		return nil, fmt.Errorf("dial port 5000: %w", ErrNotListening)
+	})
+	code, body, resp := get(t, http.DefaultClient, s.URL(), nil)
+	if code != http.StatusBadGateway || !strings.Contains(body, "Nothing listens on port 5000") || !strings.Contains(body, `http-equiv="refresh"`) {
+		t.Fatalf("nothing listening: %d %q", code, body)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("a 502 may be cached: %q", resp.Header.Get("Cache-Control"))
+	}
+	s.Close()
+	if _, err := http.Get(s.URL()); err == nil {
+		t.Error("a closed preview still answers")
+	}
+}
+
+func TestStartRefusesNonLoopback(t *testing.T) {
+	if _, err := Start(Options{Host: "0.0.0.0", Dial: dialTo("x")}); err == nil {
+		t.Error("a preview on 0.0.0.0 started")
+	}
+}
+
+func TestLoopbackHost(t *testing.T) {
+	for h, want := range map[string]bool{
+		"127.0.0.1:80": true, "localhost": true, "LOCALHOST.:1": true, "app.localhost:3": true, "[::1]:4": true, "127.8.0.1": true,
+		"evil.example": false, "localhost.evil.example:1": false, "10.0.0.1": false, "": false,
+	} {
+		if got := loopbackHost(h); got != want {
+			t.Errorf("loopbackHost(%q) = %v", h, got)
+		}
+	}
+}
