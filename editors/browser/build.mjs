@@ -42,8 +42,10 @@ const csp = [
   "connect-src 'self'",
   // html outputs are srcdoc iframes (sandboxed, no allow-same-origin),
   // which frame-src does not govern; they inherit this policy, so no
-  // script of theirs runs. Nothing else may be framed.
-  "frame-src 'none'",
+  // script of theirs runs. Previews of the sandbox's servers are framed
+  // from their own loopback origins (a port of their own, never this
+  // page's origin): loopback is all that may be framed, nothing else.
+  "frame-src http://127.0.0.1:* http://localhost:* http://[::1]:*",
   "base-uri 'none'",
   "form-action 'none'",
   "frame-ancestors 'none'",

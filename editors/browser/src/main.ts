@@ -3,7 +3,8 @@
 // Layout: a header (project, network and packages, connection); on the left
 // the project's tree with the side panels (changes, activity, checkpoints,
 // variables, kernels) below it; in the middle the documents in tabs
-// (notebooks, file editors, viewers) over the terminals in tabs. Splitters
+// (notebooks, file editors, viewers, previews of the sandbox's servers) over
+// the terminals in tabs. Splitters
 // between them keep their sizes across reloads.
 import "@xterm/xterm/css/xterm.css";
 import "./style.css";
@@ -14,6 +15,7 @@ import { Files } from "./files";
 import { splitter } from "./layout";
 import { InstallPanel, NetworkPanel } from "./network";
 import { Notebooks } from "./notebooks";
+import { Previews } from "./previews";
 import { Session } from "./session";
 import { Tabs } from "./tabs";
 import { KernelsPanel } from "./kernels";
@@ -143,6 +145,8 @@ async function main() {
   const terminals = new Terminals(wb);
   const variables = new VariablesPanel(wb);
   const kernels = new KernelsPanel(wb);
+  // Servers of the sandbox: offers as ports start listening, preview panes, the Ports panel.
+  const previews = new Previews(wb);
   client.onReconnected(async () => {
     await Promise.all([tree.rewatch().then(() => fileView.refresh()), notebooks.resync()]);
   });
@@ -164,8 +168,9 @@ async function main() {
     workspace: ws,
     network,
     install,
+    previews,
   };
-  await Promise.all([tree.start().then(() => fileView.start()), terminals.restore().catch(() => {}), notebooks.restore(), editors.restore()]);
+  await Promise.all([tree.start().then(() => fileView.start()), terminals.restore().catch(() => {}), notebooks.restore(), editors.restore(), previews.restore()]);
   document.body.dataset.ready = "true";
 }
 
