@@ -26,6 +26,7 @@ import {
   type PtyExitParams,
   type FsDidChangeParams,
   type NetworkBlockedParams,
+  type WorkspacePortsParams,
   type RequestMethod,
   type RequestParams,
   type RequestResult,
@@ -75,6 +76,7 @@ export class CellboxClient implements Disposable {
   private readonly _onPtyExit = new Emitter<PtyExitParams>();
   private readonly _onFsChange = new Emitter<FsDidChangeParams>();
   private readonly _onBlocked = new Emitter<NetworkBlockedParams>();
+  private readonly _onPorts = new Emitter<WorkspacePortsParams>();
   private readonly _onClose = new Emitter<void>();
   readonly onOutput: Event<KernelOutputParams> = this._onOutput.event;
   readonly onStatus: Event<KernelStatusParams> = this._onStatus.event;
@@ -84,6 +86,8 @@ export class CellboxClient implements Disposable {
   readonly onFsChange: Event<FsDidChangeParams> = this._onFsChange.event;
   /** network/blocked (PROTOCOL.md §9): a connection a program of a workspace tried and the daemon refused. */
   readonly onBlocked: Event<NetworkBlockedParams> = this._onBlocked.event;
+  /** workspace/ports (PROTOCOL.md §11): the ports servers listen on in a workspace's sandbox, when that set changes. */
+  readonly onPorts: Event<WorkspacePortsParams> = this._onPorts.event;
   readonly onClose: Event<void> = this._onClose.event;
 
   /** Answers kernel/inputRequest (VS Code: an input box). Absent: the read sees end of file. */
@@ -98,6 +102,7 @@ export class CellboxClient implements Disposable {
     connection.onNotification(Methods.PtyExit, (p: PtyExitParams) => this._onPtyExit.fire(p));
     connection.onNotification(Methods.FsDidChange, (p: FsDidChangeParams) => this._onFsChange.fire(p));
     connection.onNotification(Methods.NetworkBlocked, (p: NetworkBlockedParams) => this._onBlocked.fire(p));
+    connection.onNotification(Methods.WorkspacePorts, (p: WorkspacePortsParams) => this._onPorts.fire(p));
     connection.onRequest(Methods.KernelInputRequest, async (p: KernelInputRequestParams, token): Promise<KernelInputReply> => {
       if (!this.inputHandler) {
         return { value: "" };

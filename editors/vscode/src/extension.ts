@@ -1,5 +1,6 @@
 // The cellbox VS Code extension: wires the session (client, workspace, kernels), the output view,
-// diagnostics, CodeLens, notebooks, status bar, completion/hover, SCM and terminals to VS Code.
+// diagnostics, CodeLens, notebooks, status bar, completion/hover, SCM, terminals and previews
+// of the sandbox's servers to VS Code.
 import * as vscode from "vscode";
 import { CellboxClient, errorMessage } from "./client";
 import { Session, KernelHandle } from "./session";
@@ -14,6 +15,7 @@ import { stripANSI } from "./outputs";
 import { VariablesProvider } from "./variables";
 import { networkUI, allowCommand, setCommand, installCommand } from "./networkCommands";
 import { INSTALL_TOKEN_PREFIX } from "./network";
+import { previewUI, previewPortCommand, openPreviewCommand, stopPreviewCommand } from "./previewCommands";
 import { kernelChoices, CHOICE_GROUPS, unsupportedMessage } from "./languages";
 import { Methods, type KernelOutputParams, type KernelState, type ProgressParams, type WorkspaceMode } from "../../protocol/protocol";
 
@@ -87,6 +89,7 @@ async function connect(): Promise<Session> {
       checkpointRuns: c.get<boolean>("checkpointRuns", true),
     },
     networkUI((l) => log.appendLine(l)),
+    previewUI((l) => log.appendLine(l)),
   );
   for (const d of sessionSubs.splice(0)) d.dispose();
   client.inputHandler = (p, token) =>
@@ -662,6 +665,9 @@ export function activate(ctx: vscode.ExtensionContext) {
   reg("cellbox.network.allow", async (rule?: string) => allowCommand(await getSession(), typeof rule === "string" ? rule : undefined));
   reg("cellbox.network.set", async () => setCommand(await getSession()));
   reg("cellbox.install", async () => installCommand(await getSession()));
+  reg("cellbox.previewPort", async (port?: number) => previewPortCommand(await getSession(), typeof port === "number" ? port : undefined));
+  reg("cellbox.openPreview", async () => openPreviewCommand(await getSession()));
+  reg("cellbox.stopPreview", async () => stopPreviewCommand(await getSession()));
   reg("cellbox.variables.refresh", async () => {
     await getSession();
     await variables?.refresh();

@@ -5,6 +5,7 @@ import { CancellationToken, Emitter, Event } from "vscode-jsonrpc/node";
 import { CellboxClient, errorMessage } from "./client";
 import { OutputModel, Execution } from "./outputs";
 import { NetworkPolicy, type NetworkPolicyOptions } from "./network";
+import { PreviewManager, type PreviewOptions } from "./previews";
 import { diagnosticFor, DiagnosticSpec } from "./errors";
 import { executionTitle } from "../../browser/src/activity";
 import { resolveLanguage, supports, languageLabel, unsupportedMessage, extensionOf, LANGUAGE_ID_EXTENSIONS } from "./languages";
@@ -113,6 +114,8 @@ export class Session {
 
   /** The workspaces' network: their rules, and the prompts of network/blocked (see network.ts). */
   readonly network: NetworkPolicy;
+  /** The previews of servers in the workspaces' sandboxes, and the offers of new ports (see previews.ts). */
+  readonly previews: PreviewManager;
   /** kernelId -> whose kernel it is ("nb.ipynb"), for the blocked prompt. */
   readonly kernelOwners = new Map<string, string>();
   /**
@@ -126,7 +129,8 @@ export class Session {
   readonly onModelChange: Event<Execution[]> = this._onModel.event;
   readonly onKernelsChange: Event<void> = this._onKernels.event;
 
-  constructor(readonly client: CellboxClient, readonly opts: SessionOptions = {}, network: Omit<NetworkPolicyOptions, "mode" | "allow"> = {}) {
+  constructor(readonly client: CellboxClient, readonly opts: SessionOptions = {}, network: Omit<NetworkPolicyOptions, "mode" | "allow"> = {}, previews: PreviewOptions = {}) {
+    this.previews = new PreviewManager(client, previews);
     this.network = new NetworkPolicy(client, {
       describeKernel: (id) => this.describeKernel(id),
       ...network,

@@ -28,22 +28,23 @@ export class EventEmitter<T> {
 }
 
 export class Uri {
-  private constructor(readonly scheme: string, readonly path: string, readonly query = "", readonly fragment = "") {}
+  private constructor(readonly scheme: string, readonly path: string, readonly query = "", readonly fragment = "", readonly authority = "") {}
   static file(p: string) {
     return new Uri("file", nodePath.resolve(p));
   }
-  static from(c: { scheme: string; path?: string; query?: string; fragment?: string }) {
-    return new Uri(c.scheme, c.path ?? "", c.query ?? "", c.fragment ?? "");
+  static from(c: { scheme: string; authority?: string; path?: string; query?: string; fragment?: string }) {
+    return new Uri(c.scheme, c.path ?? "", c.query ?? "", c.fragment ?? "", c.authority ?? "");
   }
   static parse(s: string) {
     const u = new URL(s);
-    return new Uri(u.protocol.replace(/:$/, ""), decodeURIComponent(u.pathname), u.search.replace(/^\?/, ""));
+    return new Uri(u.protocol.replace(/:$/, ""), decodeURIComponent(u.pathname), u.search.replace(/^\?/, ""), "", u.host);
   }
   get fsPath() {
     return this.path;
   }
   toString() {
-    return `${this.scheme}:${this.scheme === "file" ? "//" : ""}${this.path}${this.query ? `?${this.query}` : ""}`;
+    const authority = this.authority ? `//${this.authority}` : this.scheme === "file" ? "//" : "";
+    return `${this.scheme}:${authority}${this.path}${this.query ? `?${this.query}` : ""}`;
   }
 }
 
@@ -253,7 +254,7 @@ export function setWarningAnswer(f: typeof answerWarning) {
   answerWarning = f;
 }
 /** The fake user's answer to a showInformationMessage with actions (a test sets it). */
-export let answerInfo: (msg: string, actions: string[]) => string | undefined = () => undefined;
+export let answerInfo: (msg: string, actions: string[]) => string | undefined | Promise<string | undefined> = () => undefined;
 export function setInfoAnswer(f: typeof answerInfo) {
   answerInfo = f;
 }
@@ -288,7 +289,15 @@ export const workspace = {
 };
 /** What was copied to the clipboard. */
 export const clipboard: string[] = [];
-export const env = { clipboard: { writeText: (t: string) => (clipboard.push(t), Promise.resolve()) } };
+/** What openExternal opened, and what asExternalUri was asked for, as strings. */
+export const openedExternal: string[] = [];
+export const externalUris: string[] = [];
+export const env = {
+  clipboard: { writeText: (t: string) => (clipboard.push(t), Promise.resolve()) },
+  /** As a local window: the same URI (a remote one would tunnel a localhost URL). */
+  asExternalUri: (u: Uri) => (externalUris.push(u.toString()), Promise.resolve(u)),
+  openExternal: (u: Uri) => (openedExternal.push(u.toString()), Promise.resolve(true)),
+};
 
 export enum TreeItemCollapsibleState {
   None = 0,
