@@ -123,6 +123,29 @@ end, {
   end,
   desc = "cellbox: install packages into the workspace's environment (pip or npm)",
 })
+cmd("CellboxPreview", function(o)
+  require("cellbox.preview").preview(o.args ~= "" and o.args or nil, o.bang)
+end, {
+  nargs = "?",
+  bang = true,
+  complete = function()
+    return require("cellbox.preview").complete()
+  end,
+  desc = "cellbox: preview a port of the sandbox and show its URL (!: open it in the browser)",
+})
+cmd("CellboxPreviews", function()
+  require("cellbox.preview").show()
+end, { desc = "cellbox: the ports servers listen on in the sandbox, and the previews" })
+cmd("CellboxUnpreview", function(o)
+  require("cellbox.preview").unpreview(o.args, o.bang)
+end, {
+  nargs = "?",
+  bang = true,
+  complete = function()
+    return require("cellbox.preview").complete()
+  end,
+  desc = "cellbox: stop the preview of a port (!: every preview)",
+})
 
 local map = vim.api.nvim_set_keymap
 local o = { noremap = true, silent = true }

@@ -12,6 +12,8 @@
 --   terminal.lua   :CellboxTerminal
 --   network.lua    the sandbox's network: blocked connections, :CellboxAllow, :CellboxNetwork
 --   install.lua    :CellboxInstall
+--   preview.lua    previews of servers in the sandbox: :CellboxPreview, :CellboxPreviews,
+--                  :CellboxUnpreview, and what happens when a port starts listening
 --   reattach.lua   a file's kernel across restarts of Neovim
 --   ipynb.lua      .ipynb notebooks as `# %%` buffers
 --   kitty.lua      images inline with the kitty graphics protocol
@@ -25,6 +27,7 @@ local workspace = require("cellbox.workspace")
 local terminal = require("cellbox.terminal")
 local network = require("cellbox.network")
 local install = require("cellbox.install")
+local preview = require("cellbox.preview")
 local util = require("cellbox.util")
 
 local M = {}
@@ -63,6 +66,13 @@ local default_config = {
   -- allowlist) for the project in stdpath('data')/cellbox/network.json.
   network = { mode = "none", allow = {} },
   limits = nil,
+  -- When a server starts listening on a port in the sandbox (PROTOCOL.md §11): "auto" previews it
+  -- (workspace/exposePort: a loopback URL of its own) and shows the URL; "ask" asks first
+  -- (vim.ui.select: preview, or open in the browser); false does nothing (:CellboxPreview does).
+  previews = "auto",
+  -- How :CellboxPreview! opens a URL: a function(url), a command list the URL is appended to
+  -- ({ "firefox", "--new-tab" }), or nil: vim.ui.open (Neovim 0.10), else xdg-open (open on macOS).
+  browser = nil,
   -- Per-execution timeout in ms (nil: the kernel's default).
   timeout_ms = nil,
   -- How long omnifunc, complete() and :CellboxInspect wait for the kernel's answer (a first
@@ -153,5 +163,10 @@ M.allow = network.allow_cmd
 M.set_network = network.set_cmd
 M.install = install.install
 M.resize_terminals = terminal.resize_terminals
+
+-- Previews of the sandbox's servers.
+M.preview = preview.preview
+M.previews = preview.show
+M.unpreview = preview.unpreview
 
 return M

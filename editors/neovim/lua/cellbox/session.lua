@@ -138,6 +138,9 @@ function M.connect()
   client:on(methods.NetworkBlocked, function(p)
     require("cellbox.network").on_blocked(p)
   end)
+  client:on(methods.WorkspacePorts, function(p)
+    require("cellbox.preview").on_ports(p)
+  end)
   client:on_request(methods.KernelInputRequest, on_input_request)
   local err, res = client:request_sync(methods.Initialize, {
     protocolVersion = proto.version,

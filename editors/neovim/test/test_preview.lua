@@ -1,0 +1,179 @@
+-- Previews of servers in the sandbox (PROTOCOL.md §11) against the real daemon: a server started
+-- by a python buffer brings workspace/ports; with previews = "auto" the port is exposed at once
+-- and its URL notified, and the URL serves the server's page (curl, as a browser: the token, then
+-- the cookie it sets); :CellboxPreview of the same port answers the same preview; :CellboxPreviews
+-- lists it; with "ask", vim.ui.select offers a new port ("Open in the browser" exposes and opens
+-- it with the browser option; a dismissed port is not asked about again while it listens);
+-- :CellboxUnpreview ends one preview, :CellboxUnpreview! every one.
+-- run.sh timeout: 120
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":h") .. "/helpers.lua")
+
+local rpc = require("cellbox.rpc")
+local proto = require("cellbox.protocol")
+local methods = proto.methods
+
+-- Every request the plugin sends: {method, params}.
+local sent = {}
+local orig_request = rpc.Client.request
+rpc.Client.request = function(self, method, params, cb)
+  table.insert(sent, { method = method, params = params })
+  return orig_request(self, method, params, cb)
+end
+
+local function sent_of(method)
+  return vim.tbl_map(
+    function(r)
+      return r.params
+    end,
+    vim.tbl_filter(function(r)
+      return r.method == method
+    end, sent)
+  )
+end
+
+local notified = {}
+vim.notify = function(msg)
+  table.insert(notified, msg)
+end
+
+local function notified_match(pattern)
+  for _, m in ipairs(notified) do
+    local c = m:match(pattern)
+    if c then
+      return c
+    end
+  end
+end
+
+-- vim.ui.select, answered by the test: the prompts, and the callback of the last one.
+local asked = {}
+local pending_choice
+vim.ui.select = function(items, opts, on_choice)
+  table.insert(asked, { items = items, prompt = opts.prompt })
+  pending_choice = on_choice
+end
+
+local function server_code(port)
+  return {
+    "import http.server, threading",
+    string.format('s%d = http.server.ThreadingHTTPServer(("127.0.0.1", %d), http.server.SimpleHTTPRequestHandler)', port, port),
+    string.format("threading.Thread(target=s%d.serve_forever, daemon=True).start()", port),
+  }
+end
+
+--- GETs url as a browser would (curl with a cookie jar, following the redirect); returns the
+--- status line's code and the body.
+local function get(url)
+  local jar = vim.fn.tempname()
+  local out = vim.fn.system({ "curl", "-s", "-L", "-c", jar, "-b", jar, "-w", "\n%{http_code}", url })
+  local body, code = out:match("^(.*)\n(%d+)$")
+  return tonumber(code), body
+end
+
+H.main(function()
+  local opened = {}
+  local cb = H.setup({
+    browser = function(url)
+      table.insert(opened, url)
+    end,
+  })
+  local index = assert(io.open(H.project .. "/index.html", "w"))
+  index:write("<!doctype html><title>sandbox app</title><h1>hello from the sandbox</h1>\n")
+  index:close()
+  local state = cb._state
+
+  H.test("a server in a buffer's kernel: the port is previewed and its URL notified", function()
+    local buf = H.buffer("server.py", "python", server_code(8000))
+    H.check(cb.connect(), "connect")
+    local ex = H.done(cb.run_file(buf), 30000)
+    H.eq("ok", ex.status, vim.inspect(ex.result))
+    H.wait(function()
+      return notified_match("port 8000 of the sandbox: (%S+)") ~= nil
+    end, 30000, "the URL of port 8000; notified: " .. vim.inspect(notified))
+    local url = notified_match("port 8000 of the sandbox: (%S+)")
+    H.check(url:match("^http://127%.0%.0%.1:%d+/%?cellbox%-preview=") or url:match("^http://localhost:%d+/%?cellbox%-preview="), url)
+    local ws = state.workspace.workspaceId
+    H.eq({ { workspaceId = ws, port = 8000, protocol = "http" } }, sent_of(methods.WorkspaceExposePort))
+    H.eq({ 8000 }, require("cellbox.preview").ports(ws))
+    H.check(notified_match("%(:CellboxPreview! 8000 opens it%)"), vim.inspect(notified))
+    local code, body = get(url)
+    H.eq(200, code, body)
+    H.check(body:find("hello from the sandbox", 1, true), body)
+    H.eq({}, asked, "auto asks nothing")
+  end)
+
+  H.test(":CellboxPreview of the same port answers the same preview; :CellboxPreviews lists it", function()
+    local ws = state.workspace.workspaceId
+    local first = require("cellbox.preview").list(ws)
+    H.eq(1, #first)
+    local p = cb.preview(8000)
+    H.eq(first[1].previewId, p.previewId)
+    H.eq(first[1].url, p.url)
+    vim.cmd("CellboxPreview! 8000")
+    H.eq({ p.url }, opened, "! opens it with the browser option")
+    local lines = cb.previews()
+    H.eq({ string.format("%5d  %s", 8000, p.url) }, lines)
+    H.check(notified[#notified]:find("ports of the sandbox:\n", 1, true), notified[#notified])
+    -- Nothing listens on 8009: previewed anyway, answering 502 until a server does.
+    local later = cb.preview(8009)
+    H.eq(8009, later.port)
+    H.eq(502, (get(later.url)))
+    lines = cb.previews()
+    H.eq(string.format("%5d  %s  (not listening)", 8009, later.url), lines[2])
+  end)
+
+  H.test('previews = "ask": vim.ui.select offers a new port; Open exposes and opens it; a dismissed port stays quiet', function()
+    cb.config.previews = "ask"
+    local buf = H.buffer("server2.py", "python", server_code(8001))
+    H.done(cb.run_file(buf), 30000)
+    H.wait(function()
+      return #asked == 1
+    end, 30000, "the offer of port 8001")
+    H.eq({ "Preview (show the URL)", "Open in the browser" }, asked[1].items)
+    H.eq("cellbox: a server listens on port 8001 in the sandbox", asked[1].prompt)
+    local n = #opened
+    pending_choice("Open in the browser")
+    H.wait(function()
+      return #opened > n
+    end, 10000, "the browser opened")
+    H.check(opened[#opened]:match("^http://.+/%?cellbox%-preview="), opened[#opened])
+    H.eq(8001, sent_of(methods.WorkspaceExposePort)[#sent_of(methods.WorkspaceExposePort)].port)
+
+    local exposes = #sent_of(methods.WorkspaceExposePort)
+    buf = H.buffer("server3.py", "python", server_code(8002))
+    H.done(cb.run_file(buf), 30000)
+    H.wait(function()
+      return #asked == 2
+    end, 30000, "the offer of port 8002")
+    pending_choice(nil)
+    buf = H.buffer("server4.py", "python", server_code(8003))
+    H.done(cb.run_file(buf), 30000)
+    H.wait(function()
+      return #asked == 3
+    end, 30000, "the offer of port 8003")
+    H.eq("cellbox: a server listens on port 8003 in the sandbox", asked[3].prompt, "8002, dismissed, is not asked about again")
+    pending_choice(nil)
+    H.eq(exposes, #sent_of(methods.WorkspaceExposePort), "a dismissed offer exposes nothing")
+    H.eq({ 8000, 8001, 8002, 8003 }, require("cellbox.preview").ports(state.workspace.workspaceId))
+  end)
+
+  H.test(":CellboxUnpreview ends one preview; :CellboxUnpreview! every one", function()
+    local ws = state.workspace.workspaceId
+    local list = require("cellbox.preview").list(ws)
+    H.eq({ 8000, 8001, 8009 }, vim.tbl_map(function(p)
+      return p.port
+    end, list))
+    vim.cmd("CellboxUnpreview 8000")
+    H.eq({ { previewId = list[1].previewId } }, sent_of(methods.WorkspaceUnexposePort))
+    H.eq({ 8001, 8009 }, vim.tbl_map(function(p)
+      return p.port
+    end, require("cellbox.preview").list(ws)))
+    local code = get(list[1].url)
+    H.check(code ~= 200, "the ended preview no longer serves the page: " .. tostring(code))
+    vim.cmd("CellboxUnpreview!")
+    H.eq({}, require("cellbox.preview").list(ws))
+    H.eq(3, #sent_of(methods.WorkspaceUnexposePort))
+    local lines = cb.previews()
+    H.eq(string.format("%5d  listening, not previewed", 8000), lines[1])
+  end)
+end)
