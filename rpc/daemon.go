@@ -68,6 +68,8 @@ type Daemon struct {
 	mu    sync.Mutex // guards conns and extra
 	conns map[*conn]struct{}
 	extra map[string]http.Handler // HandleHTTP's, by pattern
+
+	ports portsQueue // workspace/ports, in order per workspace (previews.go)
 }
 
 // New returns a Daemon.

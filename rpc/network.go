@@ -109,23 +109,33 @@ func (d *Daemon) NetworkBlocked(workspaceID string, b network.Blocked) {
 	if kid, eid, ok := d.opts.Kernels.RunningIn(workspaceID); ok {
 		p.KernelID, p.ExecutionID = kid, eid
 	}
+	d.notifySeers(workspaceID, protocol.MethodNetworkBlocked, p)
+}
+
+// seers are the connections that work in the workspace.
+func (d *Daemon) seers(workspaceID string) []*conn {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	var to []*conn
 	for c := range d.conns {
 		if c.sees(workspaceID) {
 			to = append(to, c)
 		}
 	}
-	d.mu.Unlock()
-	for _, c := range to {
-		// Not on the proxy's goroutine, and bounded: a client that stops
-		// reading loses these notifications, not the daemon's memory
-		// (a sandbox's are 20 a second at most).
+	return to
+}
+
+// notifySeers sends a notification about a workspace to every connection
+// that works in it. Not on the caller's goroutine, and bounded: a client
+// that stops reading loses these notifications, not the daemon's memory
+// (a sandbox's network/blocked are 20 a second at most).
+func (d *Daemon) notifySeers(workspaceID, method string, params any) {
+	for _, c := range d.seers(workspaceID) {
 		go func() {
 			ctx, cancel := context.WithTimeout(c.ctx, blockedSendTimeout)
 			defer cancel()
-			if err := c.notify(ctx, protocol.MethodNetworkBlocked, p); err != nil {
-				c.log.Debug("network/blocked not sent", "err", err)
+			if err := c.notify(ctx, method, params); err != nil {
+				c.log.Debug("notification not sent", "method", method, "err", err)
 			}
 		}()
 	}

@@ -61,6 +61,13 @@ type Options struct {
 	// OnBlocked is told of every connection a workspace's proxies refused
 	// (network/blocked); it must not block.
 	OnBlocked func(workspaceID string, b network.Blocked)
+	// OnPorts is told the TCP ports servers listen on in a workspace's
+	// sandbox whenever that set changes (workspace/ports); it must not
+	// block.
+	OnPorts func(workspaceID string, ports []int)
+	// PreviewHost is the loopback address previews listen on (default
+	// 127.0.0.1).
+	PreviewHost string
 	// Packages is the package cache the sandboxes' package index serves
 	// (nil: the index answers 503).
 	Packages *packages.Cache
@@ -408,6 +415,7 @@ func (m *Manager) CloseWorkspace(ctx context.Context, id string, discard bool) e
 	w.closed = true
 	w.mu.Unlock()
 	w.CloseWatches()
+	w.closePreviews()
 	w.stop()
 	if discard {
 		if err := removeAll(w.dir); err != nil {
@@ -433,7 +441,7 @@ func (m *Manager) Close() {
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Add(1)
-		go func() { defer wg.Done(); w.CloseWatches(); w.stop() }()
+		go func() { defer wg.Done(); w.CloseWatches(); w.closePreviews(); w.stop() }()
 	}
 	wg.Wait()
 }

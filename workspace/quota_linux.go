@@ -108,6 +108,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 			if !direct {
 				w.noteTouched(touched)
 			}
+			w.notePorts(nil)
 			if cg != nil {
 				if err := cg.Remove(); err != nil {
 					w.m.log.Warn("sandbox cgroup left behind", "workspace", w.id, "err", err)
@@ -130,6 +131,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 		setPace(quotaInterval)
 		last, measured, idle = now, true, 0
 		w.measures.Add(1)
+		w.notePorts(sb)
 		headroom := w.checkMemory(sb, cg, &w.mem)
 		if direct {
 			idleAt = idlePace(headroom)

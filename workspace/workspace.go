@@ -60,6 +60,13 @@ type Workspace struct {
 
 	track trackState                 // per-execution attribution (track_linux.go)
 	execs []protocol.ExecutionRecord // the newest executions that changed files, oldest first
+
+	pmu            sync.Mutex // guards the previews (previews.go)
+	previews       []*previewEntry
+	previewsClosed bool
+	// ports are the listening ports last reported (Options.OnPorts); the
+	// quota tick's alone.
+	ports []int
 }
 
 // Wake tells the workspace's quota and memory watch that its programs are

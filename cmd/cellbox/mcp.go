@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cellbox-dev/cellbox/protocol"
 	"github.com/cellbox-dev/cellbox/rpc"
@@ -16,8 +17,8 @@ import (
 )
 
 type mcpConfig struct {
-	root, name, language, stateDir, logLevel string
-	allowCommit                              bool
+	root, name, language, stateDir, logLevel, toolsets string
+	allowCommit                                        bool
 }
 
 func mcpFlags(cfg *mcpConfig) *flag.FlagSet {
@@ -26,6 +27,7 @@ func mcpFlags(cfg *mcpConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.name, "name", "", "the workspace's `NAME` (default: none, the workspace editors open for the same directory, so their review views show the agent's changes live)")
 	fs.StringVar(&cfg.language, "language", "python", "run's default `LANGUAGE`")
 	fs.BoolVar(&cfg.allowCommit, "allow-commit", false, "let the agent copy its changes into the project with the commit tool")
+	fs.StringVar(&cfg.toolsets, "toolsets", "", "opt-in `TOOLSETS`, comma-separated: apps (expose_port, export_app)")
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "the daemon's state `DIR`, as for cellbox connect")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "log `LEVEL` on stderr, also passed to a daemon this starts")
 	return fs
@@ -59,6 +61,17 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "cellbox mcp: --root %s: %v\n", cfg.root, err)
 		return 2
 	}
+	var toolsets []string
+	for _, t := range strings.Split(cfg.toolsets, ",") {
+		switch t = strings.TrimSpace(t); t {
+		case "":
+		case mcp.ToolsetApps:
+			toolsets = append(toolsets, t)
+		default:
+			fmt.Fprintf(stderr, "cellbox mcp: --toolsets: unknown toolset %q (there is: apps)\n", t)
+			return 2
+		}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "cellbox mcp: find own executable: %v\n", err)
@@ -79,6 +92,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		Name:        cfg.name,
 		Language:    cfg.language,
 		AllowCommit: cfg.allowCommit,
+		Toolsets:    toolsets,
 		Version:     cellboxVersion(),
 		Logger:      log,
 	})
@@ -108,6 +122,9 @@ Tools: run, poll, stop (code in a persistent kernel, with an automatic
 checkpoint before each run), read_file, write_file (whole or exact
 search/replace edits), changes, checkpoint, restore, discard, commit (only
 with --allow-commit), install (pip or npm through the package cache).
+--toolsets apps adds expose_port (a preview URL of a server the agent
+started in the sandbox) and export_app (the workspace as a runnable bundle
+and image); over HTTP, /mcp?toolsets=apps.
 A daemon started with serve --listen also serves MCP over Streamable HTTP at
 /mcp, with the same token (Authorization: Bearer TOKEN); its workspace is the
 daemon's directory unless the URL says ?root=DIR&name=NAME.

@@ -142,13 +142,18 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	} else {
 		defer pkgs.Close()
 	}
-	// network/blocked goes to the daemon's connections, made below.
+	// network/blocked and workspace/ports go to the daemon's connections, made below.
 	var blocked atomic.Pointer[rpc.Daemon]
 	ws, err := workspace.NewManager(workspace.Options{StateDir: cfg.stateDir, DefaultRoot: cwd, Logger: log, MaxCheckpoints: cfg.maxCheckpoints, AllowSystemRoots: cfg.allowSystemRoot,
 		Packages: pkgs, UpstreamProxy: upstream,
 		OnBlocked: func(id string, b network.Blocked) {
 			if d := blocked.Load(); d != nil {
 				d.NetworkBlocked(id, b)
+			}
+		},
+		OnPorts: func(id string, ports []int) {
+			if d := blocked.Load(); d != nil {
+				d.WorkspacePorts(id, ports)
 			}
 		},
 		// The runtime dir holds the token: no sandbox sees it, even in a

@@ -17,7 +17,7 @@ import (
 
 const executionPrefix = "cellbox://executions/"
 
-func (s *Server) addResources() {
+func (s *Server) addResources(srv *sdk.Server) {
 	for _, t := range []*sdk.ResourceTemplate{
 		{URITemplate: executionPrefix + "{id}/{stream}", Name: "execution-stream", Title: "An execution's stdout or stderr",
 			Description: "The whole stdout or stderr of a run (its first 8 MiB), of the newest executions.", MIMEType: "text/plain"},
@@ -26,7 +26,7 @@ func (s *Server) addResources() {
 		{URITemplate: executionPrefix + "{id}/outputs/{file}", Name: "execution-output", Title: "A rich output of a run",
 			Description: "A run's HTML, SVG, JSON or Markdown output."},
 	} {
-		s.mcp.AddResourceTemplate(t, s.readResource)
+		srv.AddResourceTemplate(t, s.readResource)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,9 @@ type Options struct {
 	Language string
 	// AllowCommit lets the commit tool copy changes into the project.
 	AllowCommit bool
+	// Toolsets are the opt-in toolsets served on stdio besides the
+	// default tools: ToolsetApps.
+	Toolsets []string
 	// Version is reported in serverInfo.
 	Version string
 	// Logger receives diagnostics; nil discards them.
@@ -56,7 +60,9 @@ type Options struct {
 type Server struct {
 	opts Options
 	log  *slog.Logger
-	mcp  *sdk.Server
+	mcp  *sdk.Server // the one stdio serves: core, or apps when Options.Toolsets says so
+	// core has the default tools; apps adds ToolsetApps's.
+	core, apps *sdk.Server
 
 	mu sync.Mutex // guards sessions and stdio
 	// sessions are the HTTP sessions' states, by session id (or by
@@ -78,16 +84,35 @@ func New(o Options) *Server {
 		o.Version = "dev"
 	}
 	s := &Server{opts: o, log: o.Logger, sessions: map[string]*session{}}
-	s.mcp = sdk.NewServer(&sdk.Implementation{Name: "cellbox", Title: "cellbox sandbox", Version: o.Version}, &sdk.ServerOptions{
-		Instructions: instructions(o),
-		Logger:       o.Logger,
-		// No logging capability: diagnostics go to stderr.
-		Capabilities: &sdk.ServerCapabilities{},
-	})
-	s.addTools()
-	s.addResources()
+	newServer := func(apps bool) *sdk.Server {
+		srv := sdk.NewServer(&sdk.Implementation{Name: "cellbox", Title: "cellbox sandbox", Version: o.Version}, &sdk.ServerOptions{
+			Instructions: instructions(o, apps),
+			Logger:       o.Logger,
+			// No logging capability: diagnostics go to stderr.
+			Capabilities: &sdk.ServerCapabilities{},
+		})
+		s.addTools(srv)
+		if apps {
+			s.addAppTools(srv)
+		}
+		s.addResources(srv)
+		return srv
+	}
+	s.core, s.apps = newServer(false), newServer(true)
+	s.mcp = s.core
+	if slices.Contains(o.Toolsets, ToolsetApps) {
+		s.mcp = s.apps
+	}
 	return s
 }
+
+// Toolsets a client opts into (Options.Toolsets, or ?toolsets= on the
+// /mcp URL).
+const (
+	// ToolsetApps: expose_port (a preview URL of a server the agent
+	// started) and export_app (the workspace as a runnable bundle).
+	ToolsetApps = "apps"
+)
 
 // Serve serves one MCP client on in and out (stdio: newline-delimited
 // JSON-RPC) until it ends or ctx does. The workspace is opened (and its
@@ -126,7 +151,12 @@ const (
 // on the URL (or the Cellbox-Root and Cellbox-Name headers). The caller
 // puts the handler behind its authentication.
 func (s *Server) HTTPHandler() http.Handler {
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp }, &sdk.StreamableHTTPOptions{
+	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		if slices.Contains(strings.Split(r.URL.Query().Get("toolsets"), ","), ToolsetApps) {
+			return s.apps
+		}
+		return s.core
+	}, &sdk.StreamableHTTPOptions{
 		Logger: s.log,
 		// A client that vanished without DELETE: its session (and daemon
 		// connection) goes after an hour without requests.
@@ -249,7 +279,7 @@ func codeName(code protocol.ErrorCode) string {
 }
 
 // instructions is what the server tells the model once, at initialize.
-func instructions(o Options) string {
+func instructions(o Options, apps bool) string {
 	commit := `commit is off: the human reviews the changes and commits them from an editor or with "cellbox commit"; tell them what you changed and why.`
 	if o.AllowCommit {
 		commit = `commit copies the changes into the project (the human allowed it with --allow-commit); check changes with diff first.`
@@ -266,7 +296,16 @@ Work in small verified steps:
 Long work: run waits waitS seconds (default 30); code still running answers status "running" with its output so far. poll {executionId} waits again and returns the output since the last look; stop interrupts it (restart: true also clears the kernel's memory).
 Undo: before each run, write_file, discard, restore and install an automatic checkpoint is taken when the files changed; a run names its own ("checkpoint"), so you can restore to before any execution. checkpoint saves a named one. restore brings the files back, not the kernel's memory.
 Packages: install {manager: "pip" or "npm", packages} installs into the workspace's environment; installs are not changes to review.
-` + commit
+` + commit + appsText(apps)
+}
+
+// appsText is what the instructions say of ToolsetApps's tools.
+func appsText(apps bool) string {
+	if !apps {
+		return ""
+	}
+	return `
+Apps: a server you start in the sandbox (e.g. from run, in a background thread or with subprocess.Popen, listening on 127.0.0.1 or 0.0.0.0) is reachable by nobody until expose_port {port} gives the human a preview URL (its own origin, with its own token); give them that URL. export_app {dest} writes the workspace as a runnable bundle (the app, requirements.txt or package.json, a Dockerfile, compose.yaml, a README; format "oci" adds an OCI image) to a new directory on the host.`
 }
 
 // asProtocolError is the daemon's answer in err, if it is one.

@@ -14,43 +14,43 @@ import (
 // into requests to the daemon and their results into the tool's output;
 // the workflow is explained once, in the server's instructions.
 
-func (s *Server) addTools() {
+func (s *Server) addTools(srv *sdk.Server) {
 	yes, no := true, false
 	tool := func(name, title, desc string, readOnly bool, destructive *bool) *sdk.Tool {
 		return &sdk.Tool{Name: name, Title: title, Description: desc,
 			Annotations: &sdk.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, DestructiveHint: destructive, OpenWorldHint: &no}}
 	}
-	sdk.AddTool(s.mcp, tool("run", "Run code",
+	sdk.AddTool(srv, tool("run", "Run code",
 		"Run code in the workspace's persistent kernel (python by default), after writing files. Returns stdout, stderr, the last value, the error with file:line, images, and the files it changed.",
 		false, &no), withSession(s, (*session).run))
-	sdk.AddTool(s.mcp, tool("poll", "Poll a run",
+	sdk.AddTool(srv, tool("poll", "Poll a run",
 		`Wait for a run that answered status "running"; returns the output since the last run or poll, and the result once it ends.`,
 		true, nil), withSession(s, (*session).poll))
-	sdk.AddTool(s.mcp, tool("stop", "Stop a run",
+	sdk.AddTool(srv, tool("stop", "Stop a run",
 		"Interrupt a running execution; with restart, restart its kernel (its in-memory state is lost, files are kept).",
 		false, &yes), withSession(s, (*session).stop))
-	sdk.AddTool(s.mcp, tool("read_file", "Read a file",
+	sdk.AddTool(srv, tool("read_file", "Read a file",
 		"Read a workspace file as the sandbox sees it (with your changes), whole or lines startLine to endLine; images come back as images.",
 		true, nil), withSession(s, (*session).readFile))
-	sdk.AddTool(s.mcp, tool("write_file", "Write a file",
+	sdk.AddTool(srv, tool("write_file", "Write a file",
 		"Write a workspace file: content replaces it whole; edits are exact search/replace pairs applied in order, each search occurring exactly once.",
 		false, &no), withSession(s, (*session).writeFile))
-	sdk.AddTool(s.mcp, tool("changes", "List changes",
+	sdk.AddTool(srv, tool("changes", "List changes",
 		"List the workspace's changes to the project (added, modified, deleted); diff: true adds the unified diff.",
 		true, nil), withSession(s, (*session).changes))
-	sdk.AddTool(s.mcp, tool("checkpoint", "Checkpoint",
+	sdk.AddTool(srv, tool("checkpoint", "Checkpoint",
 		"Save the workspace's files as a checkpoint to restore later; returns its id and the recent checkpoints.",
 		false, &no), withSession(s, (*session).checkpoint))
-	sdk.AddTool(s.mcp, tool("restore", "Restore a checkpoint",
+	sdk.AddTool(srv, tool("restore", "Restore a checkpoint",
 		"Bring the workspace's files back to a checkpoint (a run names the one taken before it). The kernel's memory is not rolled back.",
 		false, &yes), withSession(s, (*session).restore))
-	sdk.AddTool(s.mcp, tool("discard", "Discard changes",
+	sdk.AddTool(srv, tool("discard", "Discard changes",
 		"Drop the workspace's changes at paths (every change when none are given); the project itself is not touched.",
 		false, &yes), withSession(s, (*session).discard))
-	sdk.AddTool(s.mcp, tool("commit", "Commit changes",
+	sdk.AddTool(srv, tool("commit", "Commit changes",
 		"Copy the workspace's changes into the project. Off unless the server was started with --allow-commit.",
 		false, &yes), withSession(s, s.commit))
-	sdk.AddTool(s.mcp, tool("install", "Install packages",
+	sdk.AddTool(srv, tool("install", "Install packages",
 		"Install pip or npm packages into the workspace's environment, through cellbox's verified package cache.",
 		false, &no), withSession(s, (*session).install))
 }

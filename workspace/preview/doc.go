@@ -13,9 +13,12 @@
 // its own token:
 //
 //   - The URL has the token in the query ([Param]). A request with it gets
-//     an HttpOnly, SameSite=Strict cookie for the preview's origin, named
-//     after its port, which the page's own later requests (its scripts,
-//     styles, fetches and websockets) carry. The token is taken out of the
+//     HttpOnly cookies for the preview's origin, named after its port,
+//     which the page's own later requests (its scripts, styles, fetches
+//     and websockets) carry: one SameSite=Strict (a tab, or a frame of the
+//     browser IDE, the same site), and one SameSite=None; Secure for a
+//     frame of another site (an editor's webview; browsers take Secure
+//     cookies from loopback origins over http). The token is taken out of the
 //     query before the request reaches the app. (No redirect to a URL
 //     without it: the IDE that opens a preview is a same-site page, and a
 //     redirected navigation would count as coming from it.)

@@ -28,6 +28,9 @@ const Param = "cellbox-preview"
 // preview's port.
 const cookiePrefix = "cellbox-preview-"
 
+// embedSuffix ends the name of the cookie a framed preview carries.
+const embedSuffix = "-embed"
+
 // ErrNotListening is what Dial returns when nothing listens on the port
 // yet: the preview answers 502 with a page that retries.
 var ErrNotListening = errors.New("nothing listens on that port")
@@ -148,7 +151,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.unauthorized(w)
 			return
 		}
+		// Two cookies: a SameSite=Strict one for a preview opened in a tab
+		// or framed by a page of the same site (the browser IDE), and one
+		// that a page framed by another site carries (an editor's
+		// webview): SameSite=None needs Secure, which browsers accept from
+		// loopback origins over http. Neither is taken from another origin
+		// (cookieOK).
 		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: s.cookie + embedSuffix, Value: s.token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteNoneMode})
 		q.Del(Param) // the app never sees it
 		r.URL.RawQuery = q.Encode()
 		r.RequestURI = ""
@@ -173,7 +183,7 @@ func (s *Server) cookieOK(r *http.Request) bool {
 		return false
 	}
 	for _, c := range r.Cookies() {
-		if c.Name == s.cookie && s.valid(c.Value) {
+		if (c.Name == s.cookie || c.Name == s.cookie+embedSuffix) && s.valid(c.Value) {
 			return true
 		}
 	}

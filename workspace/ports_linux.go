@@ -1,0 +1,101 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cellbox-dev/cellbox/workspace/sandbox"
+)
+
+// maxPortsReported bounds workspace/ports: a program can open thousands of
+// listeners; the editor offers the first ones.
+const maxPortsReported = 64
+
+// notePorts reads the ports servers listen on in sb's network namespace
+// and reports them (Options.OnPorts) when they changed since the last
+// report. The quota tick calls it when the sandbox's programs ran: a
+// server that starts or stops listening runs. A sandbox with the host's
+// network reports none (its ports are the host's).
+func (w *Workspace) notePorts(sb *sandbox.Sandbox) {
+	var ports []int
+	if sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
+		var err error
+		if ports, err = listeningPorts(sb.InitPID()); err != nil {
+			w.m.log.Debug("listening ports not read", "workspace", w.id, "err", err)
+			return
+		}
+	}
+	if slices.Equal(ports, w.ports) {
+		return
+	}
+	w.ports = ports
+	if f := w.m.opts.OnPorts; f != nil {
+		f(w.id, slices.Clone(ports))
+	}
+}
+
+// listeningPorts lists the TCP ports in LISTEN state in the network
+// namespace of pid, IPv4 and IPv6, ascending, without the daemon's own
+// listeners (sandbox.Listeners).
+func listeningPorts(pid int) ([]int, error) {
+	seen := map[int]bool{}
+	for _, name := range []string{"tcp", "tcp6"} {
+		path := fmt.Sprintf("/proc/%d/net/%s", pid, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if name == "tcp6" && os.IsNotExist(err) {
+				continue // no IPv6 in this kernel
+			}
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		for _, p := range parseListening(b) {
+			seen[p] = true
+		}
+	}
+	for _, l := range sandbox.Listeners {
+		delete(seen, int(l.Port))
+	}
+	ports := make([]int, 0, len(seen))
+	for p := range seen {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	if len(ports) > maxPortsReported {
+		ports = ports[:maxPortsReported]
+	}
+	return ports, nil
+}
+
+// parseListening returns the local ports of the LISTEN (0A) sockets of a
+// /proc/net/tcp or tcp6 table.
+func parseListening(table []byte) []int {
+	var out []int
+	sc := bufio.NewScanner(bytes.NewReader(table))
+	sc.Buffer(make([]byte, 0, 512), 4096)
+	first := true
+	for sc.Scan() {
+		if first { // the header
+			first = false
+			continue
+		}
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || f[3] != "0A" {
+			continue
+		}
+		_, port, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(port, 16, 16)
+		if err != nil || n == 0 {
+			continue
+		}
+		out = append(out, int(n))
+	}
+	return out
+}
