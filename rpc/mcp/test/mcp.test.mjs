@@ -15,7 +15,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync, lstatSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync, lstatSync, readlinkSync, mkdtempSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -29,8 +30,9 @@ assert.ok(bin && transportKind && project, "CELLBOX_BIN, CELLBOX_MCP_TRANSPORT a
 const TOOLS = ["changes", "checkpoint", "commit", "discard", "install", "poll", "read_file", "restore", "run", "stop", "write_file"];
 
 // connect starts a client over the transport under test.
-async function connect(extraArgs = []) {
+async function connect(extraArgs = [], toolsets = "") {
   let transport;
+  if (toolsets && transportKind === "stdio") extraArgs = [...extraArgs, "--toolsets", toolsets];
   if (transportKind === "stdio") {
     transport = new StdioClientTransport({
       command: bin,
@@ -41,6 +43,7 @@ async function connect(extraArgs = []) {
     });
   } else {
     const url = new URL("/mcp", process.env.CELLBOX_MCP_URL);
+    if (toolsets) url.searchParams.set("toolsets", toolsets);
     transport = new StreamableHTTPClientTransport(url, {
       requestInit: { headers: { Authorization: `Bearer ${process.env.CELLBOX_MCP_TOKEN}` } },
     });
@@ -316,5 +319,61 @@ test(`cellbox mcp over ${transportKind}`, { timeout: 600_000 }, async (t) => {
     } finally {
       await again.close();
     }
+  });
+});
+
+// The opt-in apps toolset (PROTOCOL.md §11 for agents): a server the agent
+// starts in the sandbox gets a preview URL the human's browser (here,
+// node's fetch) opens, and the workspace is exported as a bundle.
+test(`cellbox mcp's apps toolset over ${transportKind}`, { timeout: 600_000 }, async (t) => {
+  const plain = await connect();
+  const { tools: plainTools } = await plain.listTools();
+  await plain.close();
+  assert.ok(!plainTools.some((x) => x.name === "expose_port"), "expose_port is opt-in");
+
+  const client = await connect([], "apps");
+  t.after(() => client.close());
+
+  await t.test("expose_port and export_app are listed, and the instructions say how to use them", async () => {
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((x) => x.name).sort(), [...TOOLS, "expose_port", "export_app"].sort());
+    assert.match(client.getInstructions(), /expose_port/);
+  });
+
+  await t.test("a server started by run is reached through expose_port's URL", async () => {
+    const start = [
+      "import http.server, threading",
+      "class H(http.server.BaseHTTPRequestHandler):",
+      "    def do_GET(self):",
+      "        body = b'hello from the agent app'",
+      "        self.send_response(200); self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)",
+      "    def log_message(self, *a): pass",
+      "app_srv = http.server.ThreadingHTTPServer(('0.0.0.0', 8010), H)",
+      "threading.Thread(target=app_srv.serve_forever, daemon=True).start()",
+      "print('serving')",
+    ].join("\n");
+    const started = (await ok(client, "run", { code: start })).out;
+    assert.equal(started.status, "ok", JSON.stringify(started));
+    const { out } = await ok(client, "expose_port", { port: 8010 });
+    assert.equal(out.port, 8010);
+    assert.match(out.url, /^http:\/\/127\.0\.0\.1:\d+\/\?cellbox-preview=/);
+    const resp = await fetch(out.url);
+    assert.equal(resp.status, 200);
+    assert.equal(await resp.text(), "hello from the agent app");
+    const again = (await ok(client, "expose_port", { port: 8010 })).out;
+    assert.equal(again.previewId, out.previewId, "the same port is the same preview");
+    assert.match(await toolError(client, "expose_port", { port: 0 }), /not a TCP port/);
+  });
+
+  await t.test("export_app writes a runnable bundle", async () => {
+    const dest = join(mkdtempSync(join(tmpdir(), "cellbox-mcp-export-")), "bundle");
+    const { out } = await ok(client, "export_app", { dest, command: ["python3", "-m", "http.server", "8000"] });
+    assert.equal(out.path, dest);
+    assert.ok(out.files > 0 && out.bytes > 0, JSON.stringify(out));
+    for (const f of ["Dockerfile", "compose.yaml", "README.md"]) {
+      assert.ok(existsSync(join(dest, f)), `the bundle has ${f}`);
+    }
+    assert.match(readFileSync(join(dest, "Dockerfile"), "utf8"), /http\.server/);
+    assert.match(await toolError(client, "export_app", { dest: "relative/dir" }), /absolute/);
   });
 });
