@@ -25,6 +25,8 @@ Usage:
   cellbox export-git BRANCH [-m MSG]      commit the changes on a branch of the project's git repository,
                                           leaving its files, index and checked-out branch as they are
   cellbox export-patch [PATH...]          print the changes as a patch that git apply takes
+  cellbox export [--format dir|oci] DEST  write the workspace as a runnable bundle (Dockerfile, compose.yaml,
+                                          requirements, README) and, with oci, an OCI image layout
   cellbox jupyter install                 make cellbox's languages Jupyter kernels (cellbox-python, ...)
   cellbox jupyter list                    the cellbox kernelspecs Jupyter finds (--all: every kernelspec)
   cellbox jupyter uninstall [NAME...]     remove cellbox kernelspecs
@@ -64,7 +66,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printJupyterKernelHelp(stdout)
 	case "jupyter":
 		printJupyterHelp(stdout)
-	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore", "export-git", "export-patch":
+	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore", "export-git", "export-patch", "export":
 		printReviewHelp(stdout, args[0])
 	default:
 		fmt.Fprintf(stderr, "cellbox help: unknown command %q\n", args[0])

@@ -77,6 +77,20 @@ patch that "git apply" takes in the project, onto its files as they are now.
 In a git repository it is git's own format with binary files (paths from the
 repository's top level); elsewhere binary files are left out, each named in a
 "# binary file not included" line at the top. The project is not touched.`},
+	"export": {args: "DEST", minArgs: 1, maxArgs: 1, run: (*review).export,
+		summary: `Writes the workspace as its sandbox sees it (the project with the
+workspace's changes, without the paths the project's git ignores) as a
+runnable bundle in DEST, a new or empty directory: the app in DEST/app with
+its packages (the workspace's /env) in requirements.txt or package.json, a
+Dockerfile, a .dockerignore, a compose.yaml and a README.md with three ways to
+run it. The command that runs the app is --command, or found: Flask, FastAPI,
+Streamlit, "npm start", or a main script (app.py, server.js, ...). With
+--format oci, DEST/image is also an OCI image layout of the app built without
+Docker on a base image layout: --base, else the one for the app's language in
+$XDG_DATA_HOME/cellbox/images (python/ or node/, tagged as the official
+image, e.g. python:3.11-slim), as
+"skopeo copy docker://python:3.11-slim oci:$HOME/.local/share/cellbox/images/python:3.11-slim"
+writes it. Prints what it wrote.`},
 	"restore": {args: "CHECKPOINT", minArgs: 1, maxArgs: 1, run: (*review).restore,
 		summary: `Brings the workspace's changes back to a checkpoint, given by its id or its
 name (the newest of that name). The changes before it are kept as a
@@ -88,6 +102,9 @@ type reviewConfig struct {
 	json, all                             bool
 	ignored, force                        bool   // changes, diff, export-*; export-git
 	message                               string // export-git
+	// export's
+	format, command, base, workspace string
+	port                             int
 }
 
 func reviewFlags(cmd string, cfg *reviewConfig) *flag.FlagSet {
@@ -134,7 +151,7 @@ type review struct {
 	stderr io.Writer
 }
 
-// runReview is `cellbox changes|diff|commit|discard|checkpoint|checkpoints|restore|export-git|export-patch`.
+// runReview is `cellbox changes|diff|commit|discard|checkpoint|checkpoints|restore|export-git|export-patch|export`.
 func runReview(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) int {
 	spec := reviewCommands[cmd]
 	var cfg reviewConfig
@@ -147,6 +164,8 @@ func runReview(ctx context.Context, cmd string, args []string, stdout, stderr io
 		late = func(fs *flag.FlagSet) { addAllFlag(fs, &cfg) }
 	case "export-git":
 		late = func(fs *flag.FlagSet) { addExportGitFlags(fs, &cfg) }
+	case "export":
+		late = func(fs *flag.FlagSet) { addExportFlags(fs, &cfg) }
 	}
 	pos, err := parseReviewArgs(fs, args, late)
 	if err != nil {
@@ -233,6 +252,13 @@ func parseReviewArgs(fs *flag.FlagSet, args []string, late func(*flag.FlagSet)) 
 // the current directory. workspace/open of an existing root and name
 // returns that workspace with its changes; of a new one, an empty one.
 func (r *review) open(ctx context.Context) error {
+	if r.cfg.workspace != "" {
+		if st, err := os.Stat(r.cfg.workspace); err == nil && st.IsDir() {
+			r.cfg.root = r.cfg.workspace
+		} else {
+			return r.openID(ctx, r.cfg.workspace)
+		}
+	}
 	if r.cfg.root == "" {
 		var list protocol.WorkspaceListResult
 		if err := r.c.Call(ctx, protocol.MethodWorkspaceList, protocol.WorkspaceListParams{}, &list); err != nil {
@@ -746,6 +772,8 @@ Flags:
 	switch cmd {
 	case "discard":
 		fmt.Fprint(w, "  --all\n      discard every change (no environment variable sets it)\n")
+	case "export":
+		printExportFlags(w)
 	case "export-git":
 		fmt.Fprint(w, "  -m, --message MESSAGE\n      the commit message (default: one naming the workspace; no environment variable sets it)\n")
 		fmt.Fprint(w, "  --force\n      move BRANCH even when it does not point at the project's HEAD (no environment variable sets it)\n")

@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "jupyter":
 		return runJupyter(ctx, rest, stdout, stderr)
-	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore", "export-git", "export-patch":
+	case "changes", "diff", "commit", "discard", "checkpoint", "checkpoints", "restore", "export-git", "export-patch", "export":
 		return runReview(ctx, cmd, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "cellbox %s\n", cellboxVersion())
