@@ -39,7 +39,7 @@ const LANGS: LanguageCapability[] = [
 /** A Session over a client that only carries initialize's languages (no daemon). */
 function offlineSession(languages: LanguageCapability[]): Session {
   const none = () => ({ dispose() {} });
-  const client = { info: { capabilities: { languages } }, onOutput: none, onStatus: none, onBlocked: none } as unknown as CellboxClient;
+  const client = { info: { capabilities: { languages } }, onOutput: none, onStatus: none, onBlocked: none, onPorts: none } as unknown as CellboxClient;
   return new Session(client);
 }
 
