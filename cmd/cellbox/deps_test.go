@@ -23,12 +23,13 @@ func TestImportDirection(t *testing.T) {
 		"kernel/drivers/godriver":       {"protocol", "workspace/sandbox", "kernel/drivers/driverio"},       // an entry of the binary inside a sandbox
 		"kernel/drivers/driverio":       {},                                                                 // what those entries share of the driver contract
 		"pty":                           {"workspace", "protocol"},
-		"workspace":                     {"workspace/sandbox", "workspace/sandbox/helper", "workspace/network", "workspace/packages", "workspace/gitexport", "workspace/preview", "protocol"},
+		"workspace":                     {"workspace/sandbox", "workspace/sandbox/helper", "workspace/network", "workspace/packages", "workspace/gitexport", "workspace/preview", "workspace/export", "protocol"},
 		"workspace/sandbox":             {},
 		"workspace/network":             {}, // the proxies and their policy: imports nothing of ours
 		"workspace/packages":            {}, // the package cache: imports nothing of ours
 		"workspace/gitexport":           {}, // changes to git: knows nothing of workspaces
 		"workspace/preview":             {}, // the previews' proxies: imports nothing of ours
+		"workspace/export":              {}, // a workspace as a bundle and an image: imports nothing of ours
 		"workspace/sandbox/sandboxtest": {},
 		"workspace/sandbox/helper":      {}, // the lean helper's bytes (cmd/cellbox-sandbox), embedded
 		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
@@ -64,7 +65,7 @@ func TestImportDirection(t *testing.T) {
 		t.Fatalf("checked only %d packages; go list output:\n%s", seen, out)
 	}
 	// protocol, workspace/sandbox, workspace/packages, workspace/network and workspace/gitexport import nothing of ours, even indirectly.
-	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages", "workspace/network", "workspace/gitexport", "workspace/preview"} {
+	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages", "workspace/network", "workspace/gitexport", "workspace/preview", "workspace/export"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)

@@ -489,3 +489,35 @@ func chownTree(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 }
+
+// TestExportBundleCLI: cellbox export over the user's daemon, with --workspace
+// naming the project, a relative DEST, --command split as a shell does,
+// and the OCI format on a --base.
+func TestExportBundleCLI(t *testing.T) {
+	d := startReviewDaemon(t)
+	project := t.TempDir()
+	writeFiles(t, project, map[string]string{"app.py": "print('hi')\n"})
+	base := filepath.Join(t.TempDir(), "python")
+	tinyBase(t, base, "3.11-slim")
+	here := t.TempDir()
+	r := d.cellbox(t, here, "export", "--workspace", project, "--format", "oci", "--base", base+":3.11-slim",
+		"--command", `python app.py --greeting 'hi there'`, "--port", "8080", "out")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "exported the custom app to "+filepath.Join(here, "out")+" (") ||
+		!strings.Contains(r.stdout, "command: python app.py --greeting hi there\n") || !strings.Contains(r.stdout, "image: sha256:") {
+		t.Fatalf("cellbox export: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if got := dockerCmd(t, filepath.Join(here, "out")); !slices.Equal(got, []string{"python", "app.py", "--greeting", "hi there"}) {
+		t.Fatalf("the Dockerfile's CMD: %q", got)
+	}
+	r = d.cellbox(t, here, "export", "--workspace", project, "out")
+	if r.code != 1 || !strings.Contains(r.stderr, "is not empty") || !strings.Contains(r.stderr, "(InvalidParams)") {
+		t.Fatalf("cellbox export to a non-empty DEST: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = d.cellbox(t, here, "export", "--workspace", project, "--format", "zip", "out2")
+	if r.code != 1 || !strings.Contains(r.stderr, `"format" must be "dir" or "oci"`) {
+		t.Fatalf("cellbox export --format zip: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r = d.cellbox(t, here, "export"); r.code != 2 {
+		t.Fatalf("cellbox export without DEST: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
