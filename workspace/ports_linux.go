@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -15,6 +16,10 @@ import (
 // maxPortsReported bounds workspace/ports: a program can open thousands of
 // listeners; the editor offers the first ones.
 const maxPortsReported = 64
+
+// maxTableBytes bounds what is read of /proc/PID/net/tcp and tcp6 at a tick
+// (about 10,000 sockets).
+const maxTableBytes = 1 << 20
 
 // notePorts reads the ports servers listen on in sb's network namespace
 // and reports them (Options.OnPorts) when they changed since the last
@@ -46,11 +51,20 @@ func listeningPorts(pid int) ([]int, error) {
 	seen := map[int]bool{}
 	for _, name := range []string{"tcp", "tcp6"} {
 		path := fmt.Sprintf("/proc/%d/net/%s", pid, name)
-		b, err := os.ReadFile(path)
+		f, err := os.Open(path)
 		if err != nil {
 			if name == "tcp6" && os.IsNotExist(err) {
 				continue // no IPv6 in this kernel
 			}
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		// The sandbox's programs decide how many sockets there are: a
+		// table past maxTableBytes is read that far only (a partial
+		// last line is not a listener), which is enough to offer
+		// previews.
+		b, err := io.ReadAll(io.LimitReader(f, maxTableBytes))
+		f.Close()
+		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", path, err)
 		}
 		for _, p := range parseListening(b) {
