@@ -7,7 +7,9 @@
 // the other preview are checked from outside too.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { artifacts, launchChromium } from "./chromium.mjs";
 import { startDaemon, waitFor } from "./daemon.mjs";
 
@@ -73,9 +75,13 @@ for port, h in ((8000, Evil), (8001, Victim)):
     threading.Thread(target=s.serve_forever, daemon=True).start()
 `;
 
+// A page with a websocket, as dev servers with live reload and Streamlit
+// have: cmd/cellbox/testdata/preview_app.py (HTTP, and an echo at /ws).
+const previewApp = readFileSync(join(dirname(fileURLToPath(import.meta.url)), "../../../cmd/cellbox/testdata/preview_app.py"), "utf8");
+
 let d, browser, page;
 before(async () => {
-  d = await startDaemon({ files: { "evil.html": evil } });
+  d = await startDaemon({ files: { "evil.html": evil, "preview_app.py": previewApp } });
   browser = await launchChromium();
   page = browser.page;
 });
@@ -151,4 +157,30 @@ test("a preview's page cannot reach the IDE's /rpc, storage or frame, nor drive 
   assert.ok(stats.connections >= 1, JSON.stringify(stats));
   await evilTab.close();
   await victimTab.close();
+});
+
+test("a preview's own page talks to its server over a websocket (the cookie its first load set)", async () => {
+  await page.goto(d.url);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+  const workspaceId = await page.evaluate(() => window.cellbox.workbench.workspaceId);
+  const { kernelId } = await request("kernel/start", { language: "python", workspaceId });
+  const started = await request("kernel/execute", { kernelId, code: "exec(open('preview_app.py').read())\nws_srv = start(8002)" });
+  assert.equal(started.status, "ok", JSON.stringify(started));
+  const pv = await request("workspace/exposePort", { workspaceId, port: 8002 });
+  const tab = await browser.context.newPage();
+  await waitFor(async () => (await tab.goto(pv.url)).status() === 200, { what: "the app's page", timeoutMs: 30_000 });
+  assert.equal(await tab.innerText("body"), "hello from the sandbox /");
+  const echoed = await tab.evaluate(() => new Promise((resolve) => {
+    const ws = new WebSocket(location.origin.replace(/^http/, "ws") + "/ws");
+    const got = [];
+    ws.onopen = () => ["one", "two"].forEach((m) => ws.send(m));
+    ws.onmessage = (m) => { got.push(m.data); if (got.length === 2) { ws.close(); resolve(got); } };
+    ws.onerror = () => resolve(["error"]);
+    setTimeout(() => resolve(["timeout", ...got]), 15000);
+  }));
+  assert.deepEqual(echoed, ["echo:one", "echo:two"]);
+  // The same page's fetch without the token in its URL: the cookie carries it.
+  const again = await tab.evaluate(async () => (await fetch("/again")).text());
+  assert.equal(again, "hello from the sandbox /again");
+  await tab.close();
 });
