@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,11 @@ func (w *Workspace) Export(ctx context.Context, p protocol.WorkspaceExportParams
 	}
 	if err := CheckExport(p); err != nil {
 		return nil, err
+	}
+	if withinReal(w.root, p.Dest) {
+		// The project is the overlay's lower layer: writing there while
+		// it is mounted is undefined, and the walk would meet the bundle.
+		return nil, fail(fmt.Errorf("%w: dest is inside the workspace's project %s; give a directory outside it", ErrInvalid, w.root))
 	}
 	start := time.Now()
 	view, err := w.openView()
@@ -71,6 +77,27 @@ func (w *Workspace) Export(ctx context.Context, p protocol.WorkspaceExportParams
 	w.m.log.Info("workspace exported", "workspace", w.id, "dest", p.Dest, "format", p.Format, "app", res.App.Kind,
 		"files", res.Files, "bytes", res.Bytes, "skipped", res.Skipped, "duration_ms", time.Since(start).Milliseconds())
 	return out, nil
+}
+
+// withinReal reports whether path is root or below it, as the host resolves
+// them (symlinks in either, and in path's existing parents, followed).
+func withinReal(root, path string) bool {
+	real := func(p string) string {
+		var rest []string
+		for {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				return filepath.Join(append([]string{r}, rest...)...)
+			}
+			parent := filepath.Dir(p)
+			if parent == p {
+				return p
+			}
+			rest = append([]string{filepath.Base(p)}, rest...)
+			p = parent
+		}
+	}
+	r, p := real(root), real(path)
+	return p == r || strings.HasPrefix(p, r+string(filepath.Separator))
 }
 
 // exportError gives export's errors the sentinel rpc maps to a code.

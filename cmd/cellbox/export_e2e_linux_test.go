@@ -517,6 +517,13 @@ func TestExportBundleCLI(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, `"format" must be "dir" or "oci"`) {
 		t.Fatalf("cellbox export --format zip: exit %d, stderr %q", r.code, r.stderr)
 	}
+	r = d.cellbox(t, project, "export", "bundle")
+	if r.code != 1 || !strings.Contains(r.stderr, "inside the workspace's project") {
+		t.Fatalf("cellbox export into the project: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(project, "bundle")); err == nil {
+		t.Fatal("an export into the project wrote there")
+	}
 	if r = d.cellbox(t, here, "export"); r.code != 2 {
 		t.Fatalf("cellbox export without DEST: exit %d, stderr %q", r.code, r.stderr)
 	}
