@@ -52,6 +52,11 @@ export class Previews {
   readonly panel: SidePanel;
   /** The ports servers listen on in the sandbox, from the last `workspace/ports`. */
   ports: number[] = [];
+  /**
+   * Whether a `workspace/ports` came on this connection: until one does (the daemon sends one
+   * when the set changes), a preview's port is not said to be not listening.
+   */
+  private portsKnown = false;
   /** The workspace's previews by port. */
   readonly previews = new Map<number, Preview>();
   /** The offers showing, by port. */
@@ -116,6 +121,7 @@ export class Previews {
   private onPorts(p: WorkspacePortsParams) {
     if (p.workspaceId !== this.wb.workspaceId) return;
     this.notifications++;
+    this.portsKnown = true;
     const before = new Set(this.ports);
     this.ports = [...(p.ports ?? [])].sort((a, b) => a - b);
     const now = new Set(this.ports);
@@ -137,13 +143,11 @@ export class Previews {
     const toast = el("div", { class: "toast preview-offer", role: "alert", "data-port": String(port) }, el("div", { class: "message" }, offerText(port)), el("div", { class: "offer-buttons" }, preview, open, dismiss), status);
     preview.onclick = async () => {
       status.textContent = "";
-      if (await this.preview(port)) this.dropOffer(port);
-      else status.textContent = this.error;
+      if (!(await this.preview(port))) status.textContent = this.error;
     };
     open.onclick = async () => {
       status.textContent = "";
-      if (await this.openExternal(port)) this.dropOffer(port);
-      else status.textContent = this.error;
+      if (!(await this.openExternal(port))) status.textContent = this.error;
     };
     dismiss.onclick = () => {
       this.dismissed.add(port);
@@ -173,10 +177,11 @@ export class Previews {
     }
   }
 
-  /** Exposes the port and shows it in a pane of the documents; true when shown. */
+  /** Exposes the port and shows it in a pane of the documents (its offer goes); true when shown. */
   async preview(port: number): Promise<boolean> {
     const p = this.previews.get(port) ?? (await this.expose(port));
     if (!p) return false;
+    this.dropOffer(port);
     this.openPane(p, true);
     return true;
   }
@@ -185,6 +190,7 @@ export class Previews {
   async openExternal(port: number): Promise<boolean> {
     const p = this.previews.get(port) ?? (await this.expose(port));
     if (!p) return false;
+    this.dropOffer(port);
     window.open(p.url, "_blank", "noopener,noreferrer");
     return true;
   }
@@ -275,7 +281,7 @@ export class Previews {
       ...ports.map((port) => {
         const p = this.previews.get(port);
         const listening = this.ports.includes(port);
-        const state = listening ? (p ? "previewed" : "listening") : "not listening";
+        const state = p ? (listening || !this.portsKnown ? "previewed" : "not listening") : "listening";
         const preview = el("button", { class: "port-preview", title: "preview in a pane" }, "Preview");
         const open = el("button", { class: "port-open", title: "open in a new browser tab" }, "↗");
         preview.onclick = () => void this.preview(port);

@@ -4,7 +4,7 @@
 // offer (workspace/ports); Preview shows the server's page in a pane, framed
 // from a loopback origin of its own; Open in new tab opens it without an
 // opener; Stop ends the preview (workspace/unexposePort); a dismissed offer
-// stays away. Screenshots go to $CELLBOX_ARTIFACTS (previews-*.png).
+// stays away; a reload brings an open pane back. Screenshots go to $CELLBOX_ARTIFACTS (previews-*.png).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -156,5 +156,19 @@ test("a dismissed offer is not made again while its port listens; another port g
   // Nothing was exposed by an offer nobody took.
   assert.deepEqual((await request("workspace/previews", { workspaceId: await workspaceId() })).previews, []);
   await shot("previews-offers");
+});
+
+test("a reload brings the open preview pane back, showing the server's page", async () => {
+  await portRow(8002).locator(".port-preview").click();
+  await page.locator('.docs .tab[data-tab="preview:8002"]').waitFor();
+  await offer(8002).waitFor({ state: "detached" });
+  const p = (await request("workspace/previews", { workspaceId: await workspaceId() })).previews.find((x) => x.port === 8002);
+  await page.reload();
+  await ready();
+  await page.locator('.docs .tab[data-tab="preview:8002"]').waitFor();
+  const f = await waitFor(() => previewFrame(new URL(p.url).origin), { what: "the frame after the reload" });
+  await f.waitForSelector("h1[data-js=ran]", { timeout: 30_000 });
+  assert.equal(await portRow(8002).locator(".port-state").innerText(), "previewed");
+  assert.equal((await request("workspace/previews", { workspaceId: await workspaceId() })).previews.length, 1, "the same preview, none added");
   assert.deepEqual(consoleErrors.filter((e) => !expectedConsole.test(e)), []);
 });
