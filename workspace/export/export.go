@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -322,8 +323,24 @@ func hostVersion(lang string, env fs.FS) string {
 	return "3.12"
 }
 
+// ran keeps what run printed: the host's interpreters do not change
+// under a daemon often enough to ask each export.
+var ran sync.Map // "name args" to string
+
 // run is a short command's stdout, trimmed ("" when it fails).
 func run(name string, args ...string) string {
+	key := name + " " + strings.Join(args, " ")
+	if v, ok := ran.Load(key); ok {
+		return v.(string)
+	}
+	out := runOnce(name, args...)
+	if out != "" {
+		ran.Store(key, out)
+	}
+	return out
+}
+
+func runOnce(name string, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out bytes.Buffer
