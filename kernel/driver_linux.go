@@ -50,6 +50,10 @@ func startDriver(ctx context.Context, cfg driverConfig) (*driver, error) {
 			}
 		}
 	}
+	// Ports the kernel opens for itself while it starts (ipykernel listens
+	// on one) are not servers to offer previews of.
+	releasePorts := cfg.ws.HoldPorts()
+	defer func() { releasePorts(false) }() // unless ready below, first
 	proc, err := cfg.ws.Spawn(ctx, workspace.ProcSpec{
 		Argv:       cfg.argv,
 		Env:        cfg.env,
@@ -94,6 +98,7 @@ func startDriver(ctx context.Context, cfg driverConfig) (*driver, error) {
 	select {
 	case v := <-d.ready:
 		d.version = v
+		releasePorts(true)
 		return d, nil
 	case <-d.exited:
 		d.wg.Wait()

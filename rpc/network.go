@@ -78,14 +78,27 @@ func byteSize(n int64) string {
 }
 
 // seeWorkspace marks the workspace as one this connection works in: it
-// gets the workspace's network/blocked.
+// gets the workspace's network/blocked and workspace/ports.
+//
+// The first time, the workspace's listening ports are sent (to every
+// connection that works in it, so that they stay in order with the
+// changes): a client that joins learns of the servers already running.
 func (c *conn) seeWorkspace(id string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.seen == nil {
 		c.seen = make(map[string]struct{})
 	}
+	_, had := c.seen[id]
 	c.seen[id] = struct{}{}
+	c.mu.Unlock()
+	if had {
+		return
+	}
+	if w, err := c.d.opts.Workspaces.Get(id); err == nil {
+		if ports := w.Ports(); len(ports) > 0 {
+			c.d.WorkspacePorts(id, ports)
+		}
+	}
 }
 
 func (c *conn) sees(id string) bool {

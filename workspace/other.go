@@ -92,3 +92,9 @@ func (w *Workspace) Restore(context.Context, string, func(done, total int)) erro
 }
 
 func (w *Workspace) DeleteCheckpoint(context.Context, string) error { return sandbox.ErrLinuxOnly }
+
+// HoldPorts: no listening ports are read off Linux.
+func (w *Workspace) HoldPorts() func(own bool) { return func(bool) {} }
+
+// Ports: none off Linux.
+func (w *Workspace) Ports() []int { return nil }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 )
@@ -25,7 +26,8 @@ const maxTableBytes = 1 << 20
 // and reports them (Options.OnPorts) when they changed since the last
 // report. The quota tick calls it when the sandbox's programs ran: a
 // server that starts or stops listening runs. A sandbox with the host's
-// network reports none (its ports are the host's).
+// network reports none. While a kernel starts (HoldPorts) nothing is
+// reported, and the ports its start opened are its own, never reported.
 func (w *Workspace) notePorts(sb *sandbox.Sandbox) {
 	var ports []int
 	if sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
@@ -35,13 +37,64 @@ func (w *Workspace) notePorts(sb *sandbox.Sandbox) {
 			return
 		}
 	}
+	w.pmu.Lock()
+	if w.portHolds > 0 {
+		w.pmu.Unlock()
+		return
+	}
+	for p := range w.ownPorts {
+		if !slices.Contains(ports, p) {
+			delete(w.ownPorts, p) // closed: the port is anyone's again
+		}
+	}
+	ports = slices.DeleteFunc(ports, func(p int) bool { return w.ownPorts[p] })
 	if slices.Equal(ports, w.ports) {
+		w.pmu.Unlock()
 		return
 	}
 	w.ports = ports
+	w.pmu.Unlock()
 	if f := w.m.opts.OnPorts; f != nil {
 		f(w.id, slices.Clone(ports))
 	}
+}
+
+// HoldPorts is called before a kernel starts: until release, no listening
+// ports are reported; release(true), once the kernel is ready, marks the
+// ports that began listening meanwhile as the kernel's own (ipykernel
+// listens on a TCP port of its own), never reported while they listen.
+// release(false): the start failed.
+func (w *Workspace) HoldPorts() (release func(own bool)) {
+	w.pmu.Lock()
+	w.portHolds++
+	w.pmu.Unlock()
+	var once sync.Once
+	return func(own bool) {
+		once.Do(func() {
+			var now []int
+			if sb := w.Sandbox(); own && sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
+				now, _ = listeningPorts(sb.InitPID())
+			}
+			w.pmu.Lock()
+			defer w.pmu.Unlock()
+			w.portHolds--
+			for _, p := range now {
+				if !slices.Contains(w.ports, p) {
+					if w.ownPorts == nil {
+						w.ownPorts = make(map[int]bool)
+					}
+					w.ownPorts[p] = true
+				}
+			}
+		})
+	}
+}
+
+// Ports are the listening ports last reported (workspace/ports).
+func (w *Workspace) Ports() []int {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	return slices.Clone(w.ports)
 }
 
 // listeningPorts lists the TCP ports in LISTEN state in the network

@@ -61,12 +61,15 @@ type Workspace struct {
 	track trackState                 // per-execution attribution (track_linux.go)
 	execs []protocol.ExecutionRecord // the newest executions that changed files, oldest first
 
-	pmu            sync.Mutex // guards the previews (previews.go)
+	pmu            sync.Mutex // guards the previews (previews.go) and the ports (ports_linux.go)
 	previews       []*previewEntry
 	previewsClosed bool
-	// ports are the listening ports last reported (Options.OnPorts); the
-	// quota tick's alone.
-	ports []int
+	// ports are the listening ports last reported (Options.OnPorts);
+	// ownPorts those kernels opened for themselves while they started,
+	// never reported; portHolds counts the kernels starting (HoldPorts).
+	ports     []int
+	ownPorts  map[int]bool
+	portHolds int
 }
 
 // Wake tells the workspace's quota and memory watch that its programs are

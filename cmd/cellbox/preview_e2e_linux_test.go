@@ -203,3 +203,35 @@ func testPreviewE2E(t *testing.T, asUser bool) {
 		t.Fatal("a preview of a closed workspace still answers")
 	}
 }
+
+// TestPreviewKernelsOwnPorts: ipykernel (jupyter:python3, hosted in the
+// sandbox) listens on a TCP port of its own as it starts; that is not a
+// server to offer. Only the app it then starts is announced.
+func TestPreviewKernelsOwnPorts(t *testing.T) {
+	d := newFilesDaemon(t, false, map[string]string{"app.py": previewApp(t)})
+	ws := openWorkspace(t, d.c, d.project, "own-ports")
+	kid := startKernel(t, d.c, protocol.KernelStartParams{Language: "jupyter:python3", WorkspaceID: ws}).KernelID
+	// The control: ipykernel does listen on a TCP port in the sandbox.
+	own := printed(t, d.c, kid, `print(sum(1 for l in open("/proc/net/tcp").read().splitlines()[1:] if l.split()[3] == "0A" and int(l.split()[1].split(":")[1], 16) not in (3128, 1080, 3141)))`)
+	if own == "0\n" {
+		t.Log("this ipykernel listens on no TCP port of its own: the test only checks the app's port")
+	}
+	printed(t, d.c, kid, "exec(open('app.py').read())\nsrv = start(8000)")
+	waitPorts(t, d.c, ws, []int{8000})
+	for _, set := range portsNotes(t, d.c, ws) {
+		if !slices.Equal(set, []int{8000}) && len(set) != 0 {
+			t.Fatalf("workspace/ports announced %v: the kernel's own port", set)
+		}
+	}
+	// Restarted, the kernel opens another port of its own: still not announced.
+	if err := d.c.call(t, protocol.MethodKernelRestart, protocol.KernelIDParams{KernelID: kid}, nil); err != nil {
+		t.Fatalf("kernel/restart: %v", err)
+	}
+	printed(t, d.c, kid, "exec(open('app.py').read())\nsrv = start(8001)")
+	waitPorts(t, d.c, ws, []int{8001})
+	for _, set := range portsNotes(t, d.c, ws) {
+		if len(set) > 1 || (len(set) == 1 && set[0] != 8000 && set[0] != 8001) {
+			t.Fatalf("workspace/ports announced %v after the restart", set)
+		}
+	}
+}

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"syscall"
@@ -50,3 +51,6 @@ func (p *Pool) Start(ctx context.Context, cfg Config) (*Sandbox, error) { return
 func (p *Pool) Close()                                                  {}
 
 func (s *Sandbox) DialPort(context.Context, int) (net.Conn, error) { return nil, ErrLinuxOnly }
+
+// ErrNotListening: nothing listens on that port in the sandbox.
+var ErrNotListening = errors.New("nothing listens on that port in the sandbox")

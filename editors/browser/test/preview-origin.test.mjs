@@ -183,4 +183,10 @@ test("a preview's own page talks to its server over a websocket (the cookie its 
   const again = await tab.evaluate(async () => (await fetch("/again")).text());
   assert.equal(again, "hello from the sandbox /again");
   await tab.close();
+  // A page that joins later (a reload) learns of the server already running:
+  // the daemon sends the current workspace/ports when a connection starts
+  // working in the workspace.
+  await page.reload();
+  await page.waitForSelector("body[data-ready=true]", { timeout: 60_000 });
+  await page.locator('.ports .port-row[data-port="8002"]').waitFor({ timeout: 30_000 });
 });
