@@ -20,6 +20,8 @@ import (
 // tick only looks for activity, at a pace its headroom allows (idlePace).
 const (
 	quotaInterval = 250 * time.Millisecond
+	// portsInterval: the listening ports are read at most this often.
+	portsInterval = time.Second
 	idleTicks     = 4
 	// maxIdleInterval bounds the idle pace; fillRate is the fastest a
 	// sandbox is assumed to write or take memory (a fast NVMe disk, a
@@ -95,6 +97,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 	// slows to the pace the headroom allows, until activity shows.
 	var last activity
 	measured, idle := false, 0
+	portsDue, portsAt := false, time.Time{}
 	pace, idleAt := quotaInterval, quotaInterval
 	setPace := func(d time.Duration) {
 		if d != pace {
@@ -122,6 +125,14 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 		case <-t.C:
 		}
 		now := w.sandboxActivity(sb.InitPID())
+		// The listening ports: read when the programs ran, at most once
+		// a portsInterval (a read of /proc/PID/net/tcp walks the host's
+		// whole socket table, about 2 ms); one due is read at a later
+		// tick, idle or not.
+		if portsDue && time.Since(portsAt) >= portsInterval {
+			w.notePorts(sb)
+			portsDue, portsAt = false, time.Now()
+		}
 		if measured && now.ok && now == last {
 			if idle++; idle >= idleTicks {
 				setPace(idleAt)
@@ -131,7 +142,7 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 		setPace(quotaInterval)
 		last, measured, idle = now, true, 0
 		w.measures.Add(1)
-		w.notePorts(sb)
+		portsDue = true
 		headroom := w.checkMemory(sb, cg, &w.mem)
 		if direct {
 			idleAt = idlePace(headroom)

@@ -210,3 +210,42 @@ func TestLoopbackHost(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewStreams: a response of unknown length (server-sent events, a
+// dev server's log) reaches the browser as the app writes it, not when it
+// ends.
+func TestPreviewStreams(t *testing.T) {
+	next := make(chan struct{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 2 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			if i == 0 {
+				<-next // the client must have the first event before the second is written
+			}
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	s := start(t, dialTo(ln.Addr().String()))
+	resp, err := http.Get(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(resp.Body, buf, len("data: 0\n\n"))
+	if err != nil || string(buf[:n]) != "data: 0\n\n" {
+		t.Fatalf("the first event: %q (%v)", buf[:n], err)
+	}
+	close(next)
+	rest, _ := io.ReadAll(resp.Body)
+	if string(rest) != "data: 1\n\n" {
+		t.Fatalf("the second event: %q", rest)
+	}
+}
