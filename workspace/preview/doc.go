@@ -24,14 +24,25 @@
 //     redirected navigation would count as coming from it.)
 //   - A request with the cookie alone is taken only when it does not come
 //     from another origin (Sec-Fetch-Site "same-origin" or "none", or a
-//     client that sends no Sec-Fetch-Site): cookies ignore ports, so every
-//     preview's cookie reaches every other loopback port, and one preview's
-//     script must not drive another preview with it.
-//   - The cookie and the token never reach the app (stripped from the
-//     request), and the app cannot set or replace a cookie of that name
-//     (stripped from its responses).
+//     client that sends no Sec-Fetch-Site, and an Origin header, when
+//     there is one, naming the preview itself): cookies ignore ports, so
+//     every preview's cookie reaches every other loopback port, and one
+//     preview's script must not drive another preview with it.
+//   - The preview's cookies and token never reach the app's server:
+//     stripped from the request's Cookie, query and Referer. (The page's
+//     own scripts can read its URL, token included; it opens only this
+//     preview, which the app serves anyway.) The app cannot set or replace
+//     a cookie of those names, nor send Clear-Site-Data (which would clear
+//     every loopback origin's cookies).
 //   - The Host header must name a loopback address or localhost (DNS
 //     rebinding).
+//
+// What is not apart: the cookies an app sets itself. Browsers keep cookies
+// by host, not port, so a cookie one preview's app sets (or any other
+// server on 127.0.0.1 does) is sent to every preview on 127.0.0.1 and
+// reaches its app, as it does between any two local dev servers. A host
+// name per preview would separate them, but *.localhost names are not
+// resolved everywhere a preview URL is opened.
 //
 // The IDE holds its own token in its origin's sessionStorage and sends it
 // with every request; no cookie of the IDE's exists for a preview to

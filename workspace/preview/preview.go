@@ -75,6 +75,7 @@ type Server struct {
 	rp     *httputil.ReverseProxy
 	tr     *http.Transport
 	once   sync.Once
+	cancel context.CancelFunc // ends every request's context (Close)
 }
 
 // Start listens on a new loopback port and serves the preview there.
@@ -119,6 +120,16 @@ func Start(opts Options) (*Server, error) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "sandbox"
 			pr.Out.Host = pr.In.Host // the app builds its URLs from what the browser asked
+			// The page's own requests name its URL, token included, as
+			// their Referer: the app gets it without.
+			if ref := pr.Out.Header.Get("Referer"); ref != "" {
+				if u, err := url.Parse(ref); err == nil && u.Query().Has(Param) {
+					q := u.Query()
+					q.Del(Param)
+					u.RawQuery = q.Encode()
+					pr.Out.Header.Set("Referer", u.String())
+				}
+			}
 		},
 		Transport: s.tr,
 		// FlushInterval 0: a response of unknown length or an event
@@ -127,12 +138,20 @@ func Start(opts Options) (*Server, error) {
 		BufferPool: copyBuffers,
 		ModifyResponse: func(resp *http.Response) error {
 			stripSetCookie(resp.Header)
+			// It would clear every loopback origin's cookies: the other
+			// previews' too (cookies ignore ports).
+			resp.Header.Del("Clear-Site-Data")
 			return nil
 		},
 		ErrorHandler: s.proxyError,
 		ErrorLog:     slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
+	// Every request's context ends with Close: the upgraded (websocket)
+	// connections too, which http.Server.Close does not track.
+	base, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
 	s.srv = &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return base },
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -153,6 +172,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		_ = s.srv.Close()
+		s.cancel()
 		s.tr.CloseIdleConnections()
 	})
 	return nil
@@ -198,6 +218,11 @@ func (s *Server) cookieOK(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 	default:
+		return false
+	}
+	// A browser without Fetch Metadata still names the page's origin on
+	// a POST, a CORS request or a websocket handshake.
+	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
 		return false
 	}
 	for _, c := range r.Cookies() {

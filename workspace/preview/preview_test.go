@@ -2,6 +2,7 @@ package preview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -42,7 +44,8 @@ func app(t *testing.T) net.Listener {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "session", Value: "app"})
 		w.Header().Add("Set-Cookie", "Cellbox-Preview-1=stolen; Path=/")
-		fmt.Fprintf(w, "path=%s query=%s cookie=%s host=%s", r.URL.Path, r.URL.RawQuery, r.Header.Get("Cookie"), r.Host)
+		w.Header().Set("Clear-Site-Data", `"cookies"`)
+		fmt.Fprintf(w, "path=%s query=%s cookie=%s host=%s referer=%s", r.URL.Path, r.URL.RawQuery, r.Header.Get("Cookie"), r.Host, r.Referer())
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
@@ -133,6 +136,22 @@ func TestPreviewTokenAndCookie(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "path=/next") || strings.Contains(body, cookiePrefix) || !strings.Contains(body, "session=app") {
 		t.Fatalf("the cookie alone: %d %q", code, body)
 	}
+	if resp.Header.Get("Clear-Site-Data") != "" {
+		t.Error("the app's Clear-Site-Data reached the browser (it would clear every preview's cookies)")
+	}
+	// The page's own requests carry its URL, token included, as Referer:
+	// the app gets it without.
+	code, body, _ = get(t, c, base+"img", map[string]string{"Sec-Fetch-Site": "same-origin", "Referer": s.URL() + "&from=1"})
+	if code != 200 || strings.Contains(body, Param) || !strings.Contains(body, "referer="+base+"?from=1") {
+		t.Fatalf("the Referer: %d %q", code, body)
+	}
+	// A browser without Fetch Metadata names the origin: another one is refused.
+	if code, body, _ := get(t, c, base+"next", map[string]string{"Origin": "http://127.0.0.1:1"}); code != http.StatusUnauthorized {
+		t.Errorf("cookie with another Origin: %d %q", code, body)
+	}
+	if code, _, _ := get(t, c, base+"next", map[string]string{"Origin": strings.TrimSuffix(base, "/")}); code != 200 {
+		t.Errorf("cookie with its own Origin: %d", code)
+	}
 	// The cookie alone from another origin (another preview's script, the
 	// same site as every loopback port): refused.
 	for _, site := range []string{"same-site", "cross-site"} {
@@ -169,6 +188,21 @@ func TestPreviewWebsocket(t *testing.T) {
 		if err != nil || string(got) != "echo:"+msg {
 			t.Fatalf("websocket answer %q (%v)", got, err)
 		}
+	}
+	// Closing the preview ends its websockets too.
+	s2 := start(t, dialTo(ln.Addr().String()))
+	u2, _ := url.Parse(s2.URL())
+	u2.Scheme, u2.Path = "ws", "/ws"
+	c2, _, err := websocket.DefaultDialer.Dial(u2.String(), nil)
+	if err != nil {
+		t.Fatalf("websocket: %v", err)
+	}
+	defer c2.Close()
+	s2.Close()
+	_ = c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var ne net.Error
+	if _, _, err := c2.ReadMessage(); err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Errorf("a websocket of a closed preview: %v, want it closed", err)
 	}
 	// Without the token the upgrade is refused.
 	u.RawQuery = ""
