@@ -55,13 +55,8 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	id := s.nextDial
 	s.dials[id] = ch
 	s.mu.Unlock()
-	forget := func() {
-		s.mu.Lock()
-		delete(s.dials, id)
-		s.mu.Unlock()
-	}
 	if err := s.ctl.send(&msg{Op: "dial", ID: id, Port: port}); err != nil {
-		forget()
+		s.giveUpDial(id, ch)
 		return nil, fmt.Errorf("dial port %d: ask the sandbox's init: %w", port, err)
 	}
 	select {
@@ -76,21 +71,32 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 		}
 		return c, nil
 	case <-ctx.Done():
-		forget()
-		// An answer already on its way is closed by answerDial (no waiter).
+		s.giveUpDial(id, ch)
 		return nil, fmt.Errorf("dial port %d: %w", port, ctx.Err())
 	case <-s.done:
-		forget()
+		s.giveUpDial(id, ch)
 		return nil, ErrClosed
 	}
 }
 
+// giveUpDial forgets a dial whose caller stopped waiting. Under s.mu, as
+// answerDial delivers: either the answer is in ch already (its connection
+// is closed here), or answerDial will find no waiter and close it itself.
+func (s *Sandbox) giveUpDial(id uint64, ch chan dialed) {
+	s.mu.Lock()
+	delete(s.dials, id)
+	select {
+	case d := <-ch:
+		if d.conn != nil {
+			d.conn.Close()
+		}
+	default:
+	}
+	s.mu.Unlock()
+}
+
 // answerDial hands the init's answer to the waiting DialPort.
 func (s *Sandbox) answerDial(m *msg, files []*os.File) {
-	s.mu.Lock()
-	ch := s.dials[m.ID]
-	delete(s.dials, m.ID)
-	s.mu.Unlock()
 	d := dialed{}
 	switch {
 	case m.Err == errNotListening:
@@ -103,13 +109,17 @@ func (s *Sandbox) answerDial(m *msg, files []*os.File) {
 		d.conn, files = files[0], nil
 	}
 	closeAll(files)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.dials[m.ID]
+	delete(s.dials, m.ID)
 	if ch == nil {
 		if d.conn != nil {
 			d.conn.Close() // its caller gave up
 		}
 		return
 	}
-	ch <- d
+	ch <- d // capacity 1, one answer per id: never blocks
 }
 
 // errNotListening is how the init says ECONNREFUSED.

@@ -96,3 +96,35 @@ func TestSandboxDialPort(t *testing.T) {
 		t.Errorf("a closed sandbox: %v, want ErrClosed", err)
 	}
 }
+
+// TestSandboxDialPortGivenUp: connections whose caller stopped waiting
+// (its context ended before the init's answer came) are closed, not left
+// open in the daemon.
+func TestSandboxDialPortGivenUp(t *testing.T) {
+	s, _, _ := testSandbox(t, ModeOverlay)
+	echoServer(t, s, "AF_INET", "127.0.0.1", "8000")
+	ping(t, s, 8000) // the first dial's lazy setup out of the count
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if c, err := s.DialPort(ctx, 8000); err == nil {
+			c.Close() // the answer won the race: a connection, closed here
+		}
+	}
+	ping(t, s, 8000) // every answer of the given-up dials came before this one's
+	deadline := time.Now().Add(10 * time.Second)
+	for fds() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := fds(); n > before {
+		t.Fatalf("%d descriptors open after 50 given-up dials, %d before", n, before)
+	}
+}

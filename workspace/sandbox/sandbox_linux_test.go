@@ -336,7 +336,7 @@ func TestSandboxAsUnprivilegedUser(t *testing.T) {
 	if sandboxtest.AsTestUser() {
 		t.Skip("already the test user")
 	}
-	sandboxtest.RunAsTestUser(t, "^(TestSandboxBasics|TestSandboxSpawnFeatures|TestSandboxModes|TestSandboxClosedLeavesNothing|TestSandboxSelf|TestSandboxDialPort)$")
+	sandboxtest.RunAsTestUser(t, "^(TestSandboxBasics|TestSandboxSpawnFeatures|TestSandboxModes|TestSandboxClosedLeavesNothing|TestSandboxSelf|TestSandboxDialPort|TestSandboxDialPortGivenUp)$")
 }
 
 // Programs start with default signal handling, whatever the spawner does
