@@ -131,7 +131,7 @@ end, {
   complete = function()
     return require("cellbox.preview").complete()
   end,
-  desc = "cellbox: preview a port of the sandbox and show its URL (!: open it in the browser)",
+  desc = "cellbox: preview a port of the sandbox and show its URL (no port: pick a listening one; !: open it in the browser)",
 })
 cmd("CellboxPreviews", function()
   require("cellbox.preview").show()

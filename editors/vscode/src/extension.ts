@@ -618,8 +618,7 @@ export function activate(ctx: vscode.ExtensionContext) {
   });
   reg("cellbox.checkpoint.create", async () => {
     const s = await getSession();
-    const ws = await s.ensureWorkspace();
-    if (!ws) throw new Error("cellbox: no workspace (cellbox.workspaceMode is none or no folder is open)");
+    const ws = await s.requireWorkspace();
     const name = await vscode.window.showInputBox({ prompt: "Checkpoint name", value: `checkpoint ${new Date().toLocaleTimeString()}` });
     if (name === undefined) return;
     await s.client.request(Methods.WorkspaceCheckpoint, { workspaceId: ws.workspaceId, name: name || undefined });

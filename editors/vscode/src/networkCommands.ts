@@ -46,15 +46,9 @@ export function networkUI(log?: (line: string) => void): Omit<NetworkPolicyOptio
   };
 }
 
-async function workspaceOf(s: Session): Promise<string> {
-  const ws = await s.ensureWorkspace();
-  if (!ws) throw new Error("cellbox: no workspace (cellbox.workspaceMode is none or no folder is open)");
-  return ws.workspaceId;
-}
-
 /** cellbox.network.allow: a rule typed into an input box, allowed now and kept in the settings. */
 export async function allowCommand(s: Session, rule?: string): Promise<void> {
-  const workspaceId = await workspaceOf(s);
+  const workspaceId = (await s.requireWorkspace()).workspaceId;
   rule ??= await vscode.window.showInputBox({
     title: "cellbox: allow a host",
     prompt: 'A rule: "host", "*.domain", "host:port", or an IP or CIDR with an optional port',
@@ -68,7 +62,7 @@ export async function allowCommand(s: Session, rule?: string): Promise<void> {
 
 /** cellbox.network.set: none or allowlist, now and in the setting cellbox.network.mode. */
 export async function setCommand(s: Session, mode?: WorkspaceNetwork): Promise<void> {
-  const workspaceId = await workspaceOf(s);
+  const workspaceId = (await s.requireWorkspace()).workspaceId;
   const st = s.network.state(workspaceId);
   if (!mode) {
     type Item = vscode.QuickPickItem & { mode: WorkspaceNetwork };
@@ -90,7 +84,7 @@ export async function setCommand(s: Session, mode?: WorkspaceNetwork): Promise<v
  * that message.
  */
 export async function installCommand(s: Session, manager?: PackageManager, packages?: string[]): Promise<string | undefined> {
-  const workspaceId = await workspaceOf(s);
+  const workspaceId = (await s.requireWorkspace()).workspaceId;
   if (!manager) {
     const pick = await vscode.window.showQuickPick(
       [

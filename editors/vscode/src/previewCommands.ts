@@ -1,8 +1,9 @@
 // Previews in VS Code, as a forwarded port: when a server starts listening in the sandbox
 // (workspace/ports), an information message "Your application running on port 8000 is
 // available." with "Open in Browser" and "Preview in Editor"; the first exposes the port and
-// opens its URL through vscode.env.asExternalUri and openExternal (so a remote window gets it
-// tunnelled), the second in the Simple Browser (simpleBrowser.show). The commands
+// opens its URL through vscode.env.asExternalUri and openExternal (the preview server answers a
+// loopback or localhost Host only: a remote window needs the port forwarded to localhost), the
+// second in the Simple Browser (simpleBrowser.show). The commands
 // cellbox.previewPort (asks for a port), cellbox.openPreview and cellbox.stopPreview. The
 // bookkeeping of the ports and offers is previews.ts's.
 import * as vscode from "vscode";
@@ -42,15 +43,9 @@ export function previewUI(log?: (line: string) => void): PreviewOptions {
   };
 }
 
-async function workspaceOf(s: Session): Promise<string> {
-  const ws = await s.ensureWorkspace();
-  if (!ws) throw new Error("cellbox: no workspace (cellbox.workspaceMode is none or no folder is open)");
-  return ws.workspaceId;
-}
-
 /** Asks which of the previews (a quick pick; the only one is taken at once). */
 async function pickPreview(s: Session, title: string): Promise<Preview | undefined> {
-  const workspaceId = await workspaceOf(s);
+  const workspaceId = (await s.requireWorkspace()).workspaceId;
   const list = await s.previews.list(workspaceId);
   if (!list.length) {
     vscode.window.showInformationMessage("cellbox: no port of the sandbox is previewed.");
@@ -69,7 +64,7 @@ async function pickPreview(s: Session, title: string): Promise<Preview | undefin
  * exposed, then opened as the user picks (Open in Browser, Preview in Editor). Returns the preview.
  */
 export async function previewPortCommand(s: Session, port?: number, where?: "browser" | "editor"): Promise<Preview | undefined> {
-  const workspaceId = await workspaceOf(s);
+  const workspaceId = (await s.requireWorkspace()).workspaceId;
   if (port === undefined) {
     const listening = s.previews.ports(workspaceId);
     const typed = await vscode.window.showInputBox({

@@ -66,10 +66,13 @@ local default_config = {
   -- allowlist) for the project in stdpath('data')/cellbox/network.json.
   network = { mode = "none", allow = {} },
   limits = nil,
-  -- When a server starts listening on a port in the sandbox (PROTOCOL.md §11): "auto" previews it
-  -- (workspace/exposePort: a loopback URL of its own) and shows the URL; "ask" asks first
-  -- (vim.ui.select: preview, or open in the browser); false does nothing (:CellboxPreview does).
-  previews = "auto",
+  -- When a server starts listening on a port in the sandbox (PROTOCOL.md §11): "notify" says so
+  -- ("a server listens on port 8000 — :CellboxPreview 8000 to preview it") and exposes nothing;
+  -- "auto" previews every such port (workspace/exposePort: a loopback URL of its own; test suites'
+  -- ephemeral ports too, up to the daemon's 16 previews per workspace) and shows the URL; "ask"
+  -- asks first (vim.ui.select: preview, or open in the browser); false does nothing.
+  -- :CellboxPreview previews a port in every mode.
+  previews = "notify",
   -- How :CellboxPreview! opens a URL: a function(url), a command list the URL is appended to
   -- ({ "firefox", "--new-tab" }), or nil: vim.ui.open (Neovim 0.10), else xdg-open (open on macOS).
   browser = nil,

@@ -70,9 +70,8 @@ function M.install(manager, packages, cb)
   if not c then
     return
   end
-  local ws = session.workspace()
+  local ws = session.workspace_or_err()
   if not ws then
-    notify("no workspace (the workspace option is false)", vim.log.levels.ERROR)
     return
   end
   state.seq = state.seq + 1

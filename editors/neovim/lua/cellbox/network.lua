@@ -216,26 +216,18 @@ function M.on_blocked(p)
   end)
 end
 
-local function workspace_or_err()
-  local ws = session.workspace()
-  if not ws then
-    notify("no workspace (the workspace option is false)", vim.log.levels.ERROR)
-  end
-  return ws
-end
-
 --- :CellboxAllow {rule}: allows rule now and keeps it for the project.
 function M.allow_cmd(rule)
   rule = vim.trim(rule or "")
   if rule == "" then
-    local ws = workspace_or_err()
+    local ws = session.workspace_or_err()
     if ws then
       local s = M.state(ws.workspaceId)
       notify("network " .. s.mode .. "; allowed: " .. (#s.allow > 0 and table.concat(s.allow, ", ") or "nothing"))
     end
     return
   end
-  local ws = workspace_or_err()
+  local ws = session.workspace_or_err()
   if ws then
     M.allow(ws.workspaceId, rule, true, function(err)
       if not err then
@@ -251,7 +243,7 @@ function M.set_cmd(mode)
     notify("usage: :CellboxNetwork none|allowlist", vim.log.levels.ERROR)
     return
   end
-  local ws = workspace_or_err()
+  local ws = session.workspace_or_err()
   if not ws then
     return
   end

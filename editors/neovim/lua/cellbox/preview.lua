@@ -1,10 +1,12 @@
 -- Previews of servers that run in the workspace's sandbox (PROTOCOL.md §11): the daemon says which
 -- TCP ports servers listen on in the sandbox (`workspace/ports`, whenever that set changes); a
--- port that starts listening is exposed (`workspace/exposePort`: a loopback URL of its own, with
--- its own token) and its URL shown with vim.notify (config.previews = "auto"), or offered with
--- vim.ui.select ("ask"), or left alone (false). :CellboxPreview[!] [port] exposes a port and shows
--- its URL (! opens it in the browser), :CellboxPreviews lists the ports and previews,
--- :CellboxUnpreview[!] [port] ends a preview (! every one).
+-- port that starts listening is announced with vim.notify (config.previews = "notify", the
+-- default: nothing is exposed until :CellboxPreview), or exposed at once (`workspace/exposePort`:
+-- a loopback URL of its own, with its own token) and its URL shown ("auto": every port, up to the
+-- daemon's limit of previews per workspace), or offered with vim.ui.select ("ask"), or left alone
+-- (false). :CellboxPreview[!] [port] exposes a port and shows its URL (! opens it in the
+-- browser; no port: one of the listening ports, picked), :CellboxPreviews lists the ports and
+-- previews, :CellboxUnpreview[!] [port] ends a preview (! every one).
 local proto = require("cellbox.protocol")
 local session = require("cellbox.session")
 
@@ -16,13 +18,15 @@ local M = {}
 M.PREVIEW = "Preview (show the URL)"
 M.OPEN = "Open in the browser"
 
--- workspaceId -> {ports = {port...} (ascending), dismissed = {port = true}, asking = {port = true}}
+-- workspaceId -> {ports = {port...} (ascending), dismissed = {port = true}, asking = {port = true},
+-- full = true once "auto" met the daemon's limit of previews (warned once, until a preview ends
+-- or one is made)}
 M.workspaces = {}
 
 local function wstate(workspace_id)
   local s = M.workspaces[workspace_id]
   if not s then
-    s = { ports = {}, dismissed = {}, asking = {} }
+    s = { ports = {}, dismissed = {}, asking = {}, full = false }
     M.workspaces[workspace_id] = s
   end
   return s
@@ -70,14 +74,42 @@ local function expose_async(workspace_id, port, cb)
   c:request(methods.WorkspaceExposePort, { workspaceId = workspace_id, port = port, protocol = "http" }, cb)
 end
 
---- Exposes port and shows its URL (and opens it when open); scheduled, for notifications.
-local function expose_and_show(workspace_id, port, open)
+--- "a server listens on port 8000 — :CellboxPreview 8000 to preview it"
+function M.listening_message(port)
+  return string.format("a server listens on port %d — :CellboxPreview %d to preview it", port, port)
+end
+
+--- Whether err is the daemon's LimitExceeded (the workspace has as many previews as it may).
+local function is_limit(err)
+  return type(err) == "table" and err.code == proto.error_codes.LimitExceeded
+end
+
+--- Exposes port and shows its URL (and opens it when open); scheduled, for notifications. auto:
+--- the port appeared with previews = "auto", where the daemon's limit of previews is warned
+--- about once (not an error per port).
+local function expose_and_show(workspace_id, port, open, auto)
   expose_async(workspace_id, port, function(err, p)
     vim.schedule(function()
+      local s = wstate(workspace_id)
       if err then
+        if auto and is_limit(err) then
+          if not s.full then
+            s.full = true
+            notify(
+              "port "
+                .. port
+                .. " and the ports after it are not previewed: "
+                .. session.err_text(err)
+                .. ". Free previews with :CellboxUnpreview {port} or :CellboxUnpreview! (:CellboxPreviews lists them)",
+              vim.log.levels.WARN
+            )
+          end
+          return
+        end
         notify("cannot preview port " .. port .. ": " .. session.err_text(err), vim.log.levels.ERROR)
         return
       end
+      s.full = false
       notify(M.message(p) .. (open and "" or " (:CellboxPreview! " .. port .. " opens it)"))
       if open then
         M.open_url(p.url)
@@ -86,9 +118,9 @@ local function expose_and_show(workspace_id, port, open)
   end)
 end
 
---- A workspace/ports notification: each port that was not listening before is previewed
---- (config.previews "auto"), offered ("ask"; not again while it listens once dismissed), or
---- left alone (false).
+--- A workspace/ports notification: each port that was not listening before is announced
+--- (config.previews "notify", the default), previewed ("auto"), offered ("ask"; not again while
+--- it listens once dismissed), or left alone (false).
 function M.on_ports(p)
   if not p or not p.workspaceId then
     return
@@ -123,25 +155,21 @@ function M.on_ports(p)
           vim.ui.select({ M.PREVIEW, M.OPEN }, { prompt = prompt, kind = "cellbox.preview" }, function(choice)
             s.asking[port] = nil
             if choice == M.PREVIEW or choice == M.OPEN then
-              expose_and_show(p.workspaceId, port, choice == M.OPEN)
+              expose_and_show(p.workspaceId, port, choice == M.OPEN, false)
             else
               s.dismissed[port] = true
             end
           end)
         end)
+      elseif mode == "auto" then
+        expose_and_show(p.workspaceId, port, false, true)
       else
-        expose_and_show(p.workspaceId, port, false)
+        vim.schedule(function()
+          notify(M.listening_message(port))
+        end)
       end
     end
   end
-end
-
-local function workspace_or_err()
-  local ws = session.workspace()
-  if not ws then
-    notify("no workspace (the workspace option is false)", vim.log.levels.ERROR)
-  end
-  return ws
 end
 
 --- workspace/previews of the workspace, by port; nil on error (notified).
@@ -157,43 +185,60 @@ function M.list(workspace_id)
   return list
 end
 
---- Exposes port (nil: the first listening port without a preview) and shows its URL; open: opens
---- it in the browser too. Returns the preview.
+--- Exposes a valid port and shows its URL (opens it when open); returns the preview.
+local function expose_sync(workspace_id, port, open)
+  local p = session.call(methods.WorkspaceExposePort, { workspaceId = workspace_id, port = port, protocol = "http" })
+  if not p then
+    return nil
+  end
+  wstate(workspace_id).full = false
+  notify(M.message(p))
+  if open then
+    M.open_url(p.url)
+  end
+  return p
+end
+
+--- Exposes port and shows its URL; open: opens it in the browser too. Returns the preview. No
+--- port: the only listening port, or one picked with vim.ui.select among the listening ports (the
+--- preview is then made when picked, and nil returned).
 function M.preview(port, open)
-  local ws = workspace_or_err()
+  local ws = session.workspace_or_err()
   if not ws then
     return nil
   end
-  if port == nil then
-    local have = {}
-    for _, p in ipairs(M.list(ws.workspaceId) or {}) do
-      have[p.port] = true
-    end
-    for _, l in ipairs(wstate(ws.workspaceId).ports) do
-      if not have[l] then
-        port = l
-        break
-      end
-    end
-    if port == nil then
-      notify("no server listens in the sandbox without a preview: :CellboxPreview {port}", vim.log.levels.WARN)
+  if port == nil or port == "" then
+    local listening = wstate(ws.workspaceId).ports
+    if #listening == 0 then
+      notify("no server listens in the sandbox: :CellboxPreview {port} previews a port", vim.log.levels.WARN)
       return nil
     end
+    if #listening == 1 then
+      return expose_sync(ws.workspaceId, listening[1], open)
+    end
+    local have = {}
+    for _, p in ipairs(M.list(ws.workspaceId) or {}) do
+      have[p.port] = p
+    end
+    vim.ui.select(vim.deepcopy(listening), {
+      prompt = "cellbox: preview port",
+      kind = "cellbox.preview",
+      format_item = function(l)
+        return have[l] and string.format("port %d  %s", l, have[l].url) or string.format("port %d", l)
+      end,
+    }, function(l)
+      if l then
+        expose_sync(ws.workspaceId, l, open)
+      end
+    end)
+    return nil
   end
   port = tonumber(port)
   if not port or port < 1 or port > 65535 or port % 1 ~= 0 then
     notify("a port: 1 to 65535", vim.log.levels.ERROR)
     return nil
   end
-  local p = session.call(methods.WorkspaceExposePort, { workspaceId = ws.workspaceId, port = port, protocol = "http" })
-  if not p then
-    return nil
-  end
-  notify(M.message(p))
-  if open then
-    M.open_url(p.url)
-  end
-  return p
+  return expose_sync(ws.workspaceId, port, open)
 end
 
 --- The lines :CellboxPreviews shows: every listening port and every preview.
@@ -232,7 +277,7 @@ end
 
 --- :CellboxPreviews: the listening ports and the previews with their URLs. Returns the lines.
 function M.show()
-  local ws = workspace_or_err()
+  local ws = session.workspace_or_err()
   if not ws then
     return nil
   end
@@ -250,6 +295,10 @@ end
 
 local function unexpose(p)
   if session.call(methods.WorkspaceUnexposePort, { previewId = p.previewId }) then
+    local ws = session.state.workspace
+    if ws then
+      wstate(ws.workspaceId).full = false
+    end
     notify("stopped the preview of port " .. p.port)
     return true
   end
@@ -259,7 +308,7 @@ end
 --- :CellboxUnpreview [port]: ends the preview of port (no port: the only one, or one picked with
 --- vim.ui.select); all: every preview. Returns the ports whose preview ended.
 function M.unpreview(port, all)
-  local ws = workspace_or_err()
+  local ws = session.workspace_or_err()
   if not ws then
     return nil
   end

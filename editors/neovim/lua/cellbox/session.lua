@@ -360,4 +360,13 @@ function M.workspace()
   return res
 end
 
+--- The workspace, as M.workspace; nil (with an error notified) when the option workspace is false.
+function M.workspace_or_err()
+  local ws = M.workspace()
+  if not ws and M.config().workspace == false then
+    notify("no workspace (the workspace option is false)", vim.log.levels.ERROR)
+  end
+  return ws
+end
+
 return M
