@@ -23,7 +23,8 @@ import (
 // followed, special files are left out), without the paths the project's
 // git ignores, and its /env, written as a bundle at p.Dest by
 // workspace/export. The sandbox is started if it is not running; the
-// project is not touched.
+// project is not touched. A dest or base where a sandbox can write (see
+// exportRefused) is refused before anything is written.
 func (w *Workspace) Export(ctx context.Context, p protocol.WorkspaceExportParams, progress ExportProgress) (*protocol.WorkspaceExportResult, error) {
 	fail := func(err error) error {
 		return fmt.Errorf("export workspace %s to %s: %w", w.id, shortForm(p.Dest), exportError(err))
@@ -35,6 +36,16 @@ func (w *Workspace) Export(ctx context.Context, p protocol.WorkspaceExportParams
 		// The project is the overlay's lower layer: writing there while
 		// it is mounted is undefined, and the walk would meet the bundle.
 		return nil, fail(fmt.Errorf("%w: dest is inside the workspace's project %s; give a directory outside it", ErrInvalid, w.root))
+	}
+	if why := w.m.exportRefused(p.Dest); why != "" {
+		return nil, fail(fmt.Errorf("%w: dest is %s; give a directory outside it", ErrInvalid, why))
+	}
+	if p.Base != "" {
+		for _, b := range []string{p.Base, baseDir(p.Base)} {
+			if why := w.m.exportRefused(b); why != "" {
+				return nil, fail(fmt.Errorf("%w: base is %s; copy the image layout outside it", ErrInvalid, why))
+			}
+		}
 	}
 	start := time.Now()
 	view, err := w.openView()
@@ -98,6 +109,42 @@ func withinReal(root, path string) bool {
 	}
 	r, p := real(root), real(path)
 	return p == r || strings.HasPrefix(p, r+string(filepath.Separator))
+}
+
+// exportRefused says why an export may not write (dest) or read (base)
+// at path, "" if it may: below the daemon's state directory (the
+// workspaces' upper layers, scratch directories) or its hidden ones, or
+// below the project of a workspace open. A sandbox can write there, and
+// could swap a directory of the bundle for a symlink while the daemon
+// writes (or reads) by path.
+func (m *Manager) exportRefused(path string) string {
+	for _, h := range m.hidden {
+		if withinReal(h, path) {
+			return "inside cellbox's state or runtime directory " + h + ", which sandboxes write"
+		}
+	}
+	m.mu.Lock()
+	var open []*Workspace
+	for _, w := range m.open {
+		open = append(open, w)
+	}
+	m.mu.Unlock()
+	for _, w := range open {
+		for _, d := range []string{w.dir, w.root} {
+			if withinReal(d, path) {
+				return "inside " + d + ", a directory of the open workspace " + w.id + " (its sandbox, or a commit, writes there)"
+			}
+		}
+	}
+	return ""
+}
+
+// baseDir is the directory of base ("DIR" or "DIR:TAG").
+func baseDir(base string) string {
+	if i := strings.LastIndexByte(base, ':'); i > strings.LastIndexByte(base, '/') {
+		return base[:i]
+	}
+	return base
 }
 
 // exportError gives export's errors the sentinel rpc maps to a code.

@@ -30,6 +30,7 @@ func TestImportDirection(t *testing.T) {
 		"workspace/gitexport":           {}, // changes to git: knows nothing of workspaces
 		"workspace/preview":             {}, // the previews' proxies: imports nothing of ours
 		"workspace/export":              {}, // a workspace as a bundle and an image: imports nothing of ours
+		"workspace/export/exporttest":   {}, // the tests' tiny base image layout
 		"workspace/sandbox/sandboxtest": {},
 		"workspace/sandbox/helper":      {}, // the lean helper's bytes (cmd/cellbox-sandbox), embedded
 		"editors/browser":               {}, // the built page, embedded; cmd/cellbox serves it through rpc.Options.UI
@@ -65,7 +66,7 @@ func TestImportDirection(t *testing.T) {
 		t.Fatalf("checked only %d packages; go list output:\n%s", seen, out)
 	}
 	// protocol, workspace/sandbox, workspace/packages, workspace/network and workspace/gitexport import nothing of ours, even indirectly.
-	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages", "workspace/network", "workspace/gitexport", "workspace/preview", "workspace/export"} {
+	for _, pkg := range []string{"protocol", "workspace/sandbox", "workspace/packages", "workspace/network", "workspace/gitexport", "workspace/preview", "workspace/export", "workspace/export/exporttest"} {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)

@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,13 +22,9 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/export/exporttest"
 )
 
 // End-to-end tests of PROTOCOL.md §11's workspace/export, as root and as
@@ -340,47 +335,6 @@ http.createServer((req, res) => res.end(greet('node'))).listen(process.env.PORT 
 	})
 }
 
-// tinyBase writes a tiny base image layout at dir tagged tag, built in
-// the test with go-containerregistry (no registry is reached): one layer
-// with etc/os-release, and a config with PATH and an entrypoint.
-func tinyBase(t *testing.T, dir, tag string) {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	content := []byte("ID=tiny\n")
-	tw.WriteHeader(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755})
-	tw.WriteHeader(&tar.Header{Name: "etc/os-release", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content))})
-	tw.Write(content)
-	tw.Close()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil },
-		tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config = v1.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, Entrypoint: []string{"/docker-entrypoint.sh"}, Cmd: []string{"python3"}}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestExportOCI(t *testing.T) {
 	umoci, skopeo := needProgram(t, "umoci"), needProgram(t, "skopeo")
 	asUsers(t, func(t *testing.T, asUser bool) {
@@ -388,7 +342,7 @@ func TestExportOCI(t *testing.T) {
 		d := newFilesDaemon(t, asUser, map[string]string{"app.py": app})
 		ws := openWorkspace(t, d.c, d.project, "oci")
 		base := exportDest(t, "base")
-		tinyBase(t, base, "3.11-slim")
+		exporttest.TinyBase(t, base, "3.11-slim")
 		if asUser {
 			chownTree(t, base)
 		}
@@ -498,7 +452,7 @@ func TestExportBundleCLI(t *testing.T) {
 	project := t.TempDir()
 	writeFiles(t, project, map[string]string{"app.py": "print('hi')\n"})
 	base := filepath.Join(t.TempDir(), "python")
-	tinyBase(t, base, "3.11-slim")
+	exporttest.TinyBase(t, base, "3.11-slim")
 	here := t.TempDir()
 	r := d.cellbox(t, here, "export", "--workspace", project, "--format", "oci", "--base", base+":3.11-slim",
 		"--command", `python app.py --greeting 'hi there'`, "--port", "8080", "out")

@@ -8,7 +8,10 @@
 // (github.com/google/go-containerregistry).
 //
 // The package reads its input through Tree (a read-only file tree that
-// never follows a symlink) and writes only below the destination; it
-// imports nothing of cellbox. README.md says what a bundle holds and where
+// never follows a symlink), holds only the few top-level files detection
+// reads (bounded), and writes only below the destination, by path: the
+// caller gives one that no sandbox can write (workspace.Export refuses
+// the state directory and the open workspaces' directories). It imports
+// nothing of cellbox. README.md says what a bundle holds and where
 // base images are looked for.
 package export

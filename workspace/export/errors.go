@@ -9,6 +9,6 @@ var (
 	// non-empty destination, an unknown format, no base image for an OCI
 	// layout, a command that is not a command).
 	ErrInvalid = errors.New("invalid export request")
-	// ErrLimit: the tree is over one of the export's bounds (limits.go).
+	// ErrLimit: the tree is over one of the export's bounds (tree.go, deps.go).
 	ErrLimit = errors.New("export limit exceeded")
 )

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -94,6 +95,7 @@ func Write(ctx context.Context, o Options) (res *Result, err error) {
 	if err := x.copyTree(ctx); err != nil {
 		return nil, err
 	}
+	x.readMain()
 	app, err := Detect(x.top, o.Command, o.Port)
 	if err != nil {
 		return nil, err
@@ -223,8 +225,39 @@ type exporter struct {
 	app string // the bundle's app directory
 	res *Result
 	// top holds the top-level regular files of the tree that detection
-	// reads (name to content, read up to maxDetectRead).
+	// and writePackages read (name to content, as keepHead says): not
+	// every file's, so that a sandbox's tree does not make the daemon
+	// hold it.
 	top map[string][]byte
+	// heads are the bytes of top counted towards maxHeads; entries the
+	// files, symlinks and directories copied, towards maxFiles.
+	heads, entries int
+}
+
+// readMain adds package.json's main to top when copyTree did not keep
+// it (a main such as server.cjs): its head as copied to app/, never
+// through a symlink.
+func (x *exporter) readMain() {
+	m := path.Clean(parsePackageJSON(x.top["package.json"]).Main)
+	if m == "." || !isPlainName(m) || x.top[m] != nil {
+		return
+	}
+	p := filepath.Join(x.app, m)
+	lst, err := os.Lstat(p)
+	if err != nil || !lst.Mode().IsRegular() {
+		return // not copied (ignored), or not a regular file
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !os.SameFile(st, lst) {
+		return
+	}
+	if b, err := io.ReadAll(io.LimitReader(f, maxDetectRead)); err == nil {
+		x.top[m] = b
+	}
 }
 
 func (x *exporter) progress(msg string) {

@@ -1,11 +1,8 @@
 package export
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,57 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/cellbox-dev/cellbox/workspace/export/exporttest"
 )
-
-// tinyBase writes a tiny base image layout at dir, tagged tag, built
-// with go-containerregistry (no registry is reached in tests): one layer
-// with etc/os-release, a config with PATH and an entrypoint the export
-// must clear. It returns the image.
-func tinyBase(t testing.TB, dir, tag string) v1.Image {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	content := []byte("ID=tiny\n")
-	tw.WriteHeader(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755})
-	tw.WriteHeader(&tar.Header{Name: "etc/os-release", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content))})
-	tw.Write(content)
-	tw.Close()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil }, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
-	cf.Config.Entrypoint = []string{"/docker-entrypoint.sh"}
-	cf.Config.Cmd = []string{"python3"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{annotationRef: tag})); err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
 
 // needTool finds a program the test needs, or skips (fails under CI,
 // which installs it).
@@ -81,7 +29,7 @@ func needTool(t *testing.T, name string) string {
 
 func TestWriteOCI(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "python")
-	tinyBase(t, base, "3.11-slim")
+	exporttest.TinyBase(t, base, "3.11-slim")
 	src := writeTree(t, map[string]string{
 		"app.py":       "from flask import Flask\napp = Flask(__name__)\n",
 		"static/a.txt": "a\n",

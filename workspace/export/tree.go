@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -27,12 +28,39 @@ type Ignorer func(ctx context.Context, paths []string) (map[string]bool, error)
 
 // Bounds of the tree an export copies (what the sandbox wrote).
 const (
-	maxFiles      = 200000
 	maxTreeBytes  = 4 << 30
 	maxPath       = 1024 // bytes of a path in the tree (and of dest)
 	maxLinkTarget = 4096
 	maxDetectRead = 256 << 10 // of a top-level file that detection reads
 )
+
+// Variables so that the tests can lower them.
+var (
+	// maxFiles bounds the entries copied: files, symlinks and
+	// directories.
+	maxFiles = 200000
+	// maxHeads bounds the heads of top-level scripts kept for detection
+	// (past it, other scripts' heads are not kept); the main scripts'
+	// (pyMains, nodeMains), requirements.txt and package.json are kept
+	// apart from it.
+	maxHeads = 16 << 20
+)
+
+// keepHead says whether detection or writePackages reads the top-level
+// file name, and how much of it: requirements.txt and package.json whole
+// (up to maxJSONRead, past which the export fails), a script's head
+// (maxDetectRead). counted: the head counts towards maxHeads.
+func keepHead(name string) (limit int64, whole, counted bool) {
+	switch {
+	case name == "requirements.txt" || name == "package.json":
+		return maxJSONRead, true, false
+	case slices.Contains(pyMains, name) || slices.Contains(nodeMains, name):
+		return maxDetectRead, false, false
+	case strings.HasSuffix(name, ".py") || strings.HasSuffix(name, ".js") || strings.HasSuffix(name, ".mjs"):
+		return maxDetectRead, false, true
+	}
+	return 0, false, false
+}
 
 // skipNames are never copied: a repository's own files, and what the
 // bundle's installs make again (the Dockerfile's and README's npm install
@@ -82,8 +110,8 @@ func (x *exporter) copyTree(ctx context.Context) error {
 					return fmt.Errorf("%w: the path %s is longer than %d bytes", ErrLimit, short(rel), maxPath)
 				}
 				items = append(items, item{rel, e.Type()})
-				if x.res.Files+len(items) > maxFiles {
-					return fmt.Errorf("%w: more than %d files in the workspace", ErrLimit, maxFiles)
+				if x.entries+len(items) > maxFiles {
+					return fmt.Errorf("%w: more than %d files and directories in the workspace", ErrLimit, maxFiles)
 				}
 			}
 		}
@@ -102,6 +130,7 @@ func (x *exporter) copyTree(ctx context.Context) error {
 				if err := os.Mkdir(dst, 0o755); err != nil {
 					return fmt.Errorf("create %s: %w", short(it.rel), err)
 				}
+				x.entries++
 				level = append(level, it.rel)
 			case it.typ&fs.ModeSymlink != 0:
 				target, err := x.o.Tree.ReadLink(it.rel)
@@ -116,6 +145,7 @@ func (x *exporter) copyTree(ctx context.Context) error {
 				if err := os.Symlink(target, dst); err != nil {
 					return fmt.Errorf("write the symlink %s: %w", short(it.rel), err)
 				}
+				x.entries++
 				x.res.Files++
 			case it.typ.IsRegular():
 				n, err := x.copyFile(it.rel, dst, maxTreeBytes-bytes)
@@ -183,14 +213,28 @@ func (x *exporter) copyFile(rel, dst string, budget int64) (int64, error) {
 		return 0, fmt.Errorf("write %s: %w", short(rel), err)
 	}
 	var r io.Reader = io.LimitReader(f, budget+1)
-	var head []byte
-	if !strings.Contains(rel, "/") {
-		// Detection reads the top-level files' heads.
-		hb := make([]byte, min(st.Size(), maxDetectRead))
-		k, _ := io.ReadFull(f, hb)
-		head = hb[:k]
-		r = io.MultiReader(strings.NewReader(string(head)), io.LimitReader(f, budget+1-int64(k)))
+	if limit, whole, counted := keepHead(rel); limit > 0 && !strings.Contains(rel, "/") && (!counted || x.heads < maxHeads) {
+		// Detection and writePackages read these top-level files: their
+		// heads are kept (a bounded few), requirements.txt and
+		// package.json whole.
+		if counted {
+			limit = min(limit, int64(maxHeads-x.heads))
+		}
+		read, err := io.ReadAll(io.LimitReader(f, limit+1))
+		if err != nil {
+			out.Close()
+			return 0, fmt.Errorf("copy %s: %w", short(rel), err)
+		}
+		if whole && int64(len(read)) > limit {
+			out.Close()
+			return 0, fmt.Errorf("%w: the workspace's %s is over %d MiB, more than an export reads", ErrLimit, rel, limit>>20)
+		}
+		head := slices.Clone(read[:min(int64(len(read)), limit)])
+		if counted {
+			x.heads += len(head)
+		}
 		x.top[rel] = head
+		r = io.MultiReader(bytes.NewReader(read), io.LimitReader(f, budget+1-int64(len(read))))
 	}
 	n, err := io.Copy(out, r)
 	if cerr := out.Close(); err == nil {
@@ -202,6 +246,7 @@ func (x *exporter) copyFile(rel, dst string, budget int64) (int64, error) {
 	if n > budget {
 		return 0, fmt.Errorf("%w: the workspace's files are over %d GiB", ErrLimit, maxTreeBytes>>30)
 	}
+	x.entries++
 	x.res.Files++
 	x.res.Bytes += n
 	return n, nil
