@@ -17,8 +17,8 @@ import (
 )
 
 type mcpConfig struct {
-	root, name, language, stateDir, logLevel, toolsets string
-	allowCommit                                        bool
+	root, name, language, stateDir, logLevel, toolsets, exportDir string
+	allowCommit                                                   bool
 }
 
 func mcpFlags(cfg *mcpConfig) *flag.FlagSet {
@@ -28,6 +28,7 @@ func mcpFlags(cfg *mcpConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.language, "language", "python", "run's default `LANGUAGE`")
 	fs.BoolVar(&cfg.allowCommit, "allow-commit", false, "let the agent copy its changes into the project with the commit tool")
 	fs.StringVar(&cfg.toolsets, "toolsets", "", "opt-in `TOOLSETS`, comma-separated: apps (expose_port, export_app)")
+	fs.StringVar(&cfg.exportDir, "export-dir", "", "the `DIR` export_app writes bundles in, one directory per name the agent gives (default $XDG_DATA_HOME/cellbox/exports)")
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "the daemon's state `DIR`, as for cellbox connect")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "log `LEVEL` on stderr, also passed to a daemon this starts")
 	return fs
@@ -61,16 +62,10 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "cellbox mcp: --root %s: %v\n", cfg.root, err)
 		return 2
 	}
-	var toolsets []string
-	for _, t := range strings.Split(cfg.toolsets, ",") {
-		switch t = strings.TrimSpace(t); t {
-		case "":
-		case mcp.ToolsetApps:
-			toolsets = append(toolsets, t)
-		default:
-			fmt.Fprintf(stderr, "cellbox mcp: --toolsets: unknown toolset %q (there is: apps)\n", t)
-			return 2
-		}
+	toolsets, err := parseToolsets(cfg.toolsets)
+	if err != nil {
+		fmt.Fprintf(stderr, "cellbox mcp: --toolsets: %v\n", err)
+		return 2
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -93,6 +88,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		Language:    cfg.language,
 		AllowCommit: cfg.allowCommit,
 		Toolsets:    toolsets,
+		ExportDir:   cfg.exportDir,
 		Version:     cellboxVersion(),
 		Logger:      log,
 	})
@@ -124,7 +120,8 @@ search/replace edits), changes, checkpoint, restore, discard, commit (only
 with --allow-commit), install (pip or npm through the package cache).
 --toolsets apps adds expose_port (a preview URL of a server the agent
 started in the sandbox) and export_app (the workspace as a runnable bundle
-and image); over HTTP, /mcp?toolsets=apps.
+and image, written under --export-dir by a name the agent gives, never a
+path it picks); over HTTP, serve --mcp-toolsets apps.
 A daemon started with serve --listen also serves MCP over Streamable HTTP at
 /mcp, with the same token (Authorization: Bearer TOKEN); its workspace is the
 daemon's directory unless the URL says ?root=DIR&name=NAME.
@@ -133,4 +130,19 @@ Flags:
 `)
 	var cfg mcpConfig
 	printFlags(w, mcpFlags(&cfg))
+}
+
+// parseToolsets parses a comma-separated list of MCP toolsets.
+func parseToolsets(list string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(list, ",") {
+		switch t = strings.TrimSpace(t); t {
+		case "":
+		case mcp.ToolsetApps:
+			out = append(out, t)
+		default:
+			return nil, fmt.Errorf("unknown toolset %q (there is: apps)", t)
+		}
+	}
+	return out, nil
 }

@@ -243,7 +243,7 @@ func TestMCPStdioTypeScriptClient(t *testing.T) {
 func TestMCPHTTPTypeScriptClient(t *testing.T) {
 	dir := mcpTestDir(t)
 	e := newMCPEnv(t, false)
-	cmd := e.command(context.Background(), e.project, cellboxBin, "serve", "--listen", "127.0.0.1:0")
+	cmd := e.command(context.Background(), e.project, cellboxBin, "serve", "--listen", "127.0.0.1:0", "--mcp-toolsets", "apps")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,7 @@ type serveConfig struct {
 	npmRegistry     string
 	upstreamProxy   string
 	mcpAllowCommit  bool
+	mcpToolsets     string
 	maxKernels      int
 	maxTerminals    int
 }
@@ -77,6 +78,7 @@ func serveFlags(cfg *serveConfig) *flag.FlagSet {
 	fs.StringVar(&cfg.npmRegistry, "npm-registry", "", "the npm registry (`URL`) the package cache fetches from (default: npm's configuration, else https://registry.npmjs.org/)")
 	fs.StringVar(&cfg.upstreamProxy, "upstream-proxy", "", "an HTTP proxy (`URL`, http://[user:pass@]host:port) the sandboxes' allowlisted connections and the package cache go through; never taken from HTTP_PROXY and the like")
 	fs.BoolVar(&cfg.mcpAllowCommit, "mcp-allow-commit", false, "let the agents of /mcp (--listen) copy their changes into the project with the commit tool")
+	fs.StringVar(&cfg.mcpToolsets, "mcp-toolsets", "", "opt-in `TOOLSETS` of /mcp (--listen), comma-separated: apps (expose_port, export_app)")
 	fs.BoolVar(&cfg.testHooks, "test-hooks", false, "enable the cellboxTest/* methods used by cellbox's own tests; never in production")
 	return fs
 }
@@ -214,6 +216,10 @@ func serveListen(ctx context.Context, d *rpc.Daemon, cfg *serveConfig, cwd strin
 	if err := checkBind(cfg.listen, cfg.allowRemote); err != nil {
 		return err
 	}
+	toolsets, err := parseToolsets(cfg.mcpToolsets)
+	if err != nil {
+		return fmt.Errorf("--mcp-toolsets: %w", err)
+	}
 	// MCP over Streamable HTTP (PROTOCOL.md §10), each session on an
 	// in-process connection of its own; the workspace is the daemon's
 	// directory unless the client's URL names another.
@@ -224,6 +230,7 @@ func serveListen(ctx context.Context, d *rpc.Daemon, cfg *serveConfig, cwd strin
 		},
 		Root:        cwd,
 		AllowCommit: cfg.mcpAllowCommit,
+		Toolsets:    toolsets,
 		Version:     cellboxVersion(),
 		Logger:      log.With("component", "mcp"),
 	})

@@ -26,10 +26,10 @@ type ExposePortOutput struct {
 
 // ExportAppInput is the input of export_app.
 type ExportAppInput struct {
-	Dest    string   `json:"dest" jsonschema:"an absolute host path: a new or empty directory"`
-	Format  string   `json:"format,omitempty" jsonschema:"dir (default) or oci (adds an OCI image layout)"`
+	Name    string   `json:"name" jsonschema:"the bundle's name (letters, digits, '.', '_', '-'): it is written to the human's exports directory"`
+	Format  string   `json:"format,omitempty" jsonschema:"dir (default) or oci (adds an OCI image layout, on a base image found locally)"`
 	Command []string `json:"command,omitempty" jsonschema:"the command that runs the app; default: detected (Flask, FastAPI, Streamlit, npm start, a main script)"`
-	Base    string   `json:"base,omitempty" jsonschema:"with oci: an OCI image layout directory to build on, optionally DIR:tag"`
+	Port    int      `json:"port,omitempty" jsonschema:"the port the app serves on; default: detected"`
 }
 
 // ExportAppOutput is the output of export_app.
@@ -49,7 +49,7 @@ func (s *Server) addAppTools(srv *sdk.Server) {
 		Annotations: &sdk.ToolAnnotations{Title: "Preview a server", DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
 		withSession(s, (*session).exposePort))
 	sdk.AddTool(srv, &sdk.Tool{Name: "export_app", Title: "Export the app",
-		Description: "Write the workspace (with its changes) as a runnable bundle to a new directory on the host: the app, requirements.txt or package.json from its installed packages, a Dockerfile, compose.yaml and a README; format oci adds an OCI image layout.",
+		Description: "Write the workspace (with its changes) as a runnable bundle in the human's exports directory: the app, requirements.txt or package.json from its installed packages, a Dockerfile, compose.yaml and a README; format oci adds an OCI image layout.",
 		Annotations: &sdk.ToolAnnotations{Title: "Export the app", DestructiveHint: &no, OpenWorldHint: &no}},
 		withSession(s, (*session).exportApp))
 }
@@ -72,9 +72,10 @@ func (s *session) exposePort(ctx context.Context, _ *sdk.CallToolRequest, in Exp
 }
 
 func (s *session) exportApp(ctx context.Context, req *sdk.CallToolRequest, in ExportAppInput) (*sdk.CallToolResult, ExportAppOutput, error) {
-	if !filepath.IsAbs(in.Dest) {
-		return nil, ExportAppOutput{}, inputErrorf("dest %q is not an absolute path", in.Dest)
+	if !validBundleName(in.Name) {
+		return nil, ExportAppOutput{}, inputErrorf("name %q: a bundle's name is 1 to 100 letters, digits, '.', '_' or '-', not starting with '.'", in.Name)
 	}
+	dest := filepath.Join(s.srv.opts.ExportDir, in.Name)
 	format := protocol.ExportFormat(in.Format)
 	if format == "" {
 		format = protocol.ExportDir
@@ -83,7 +84,7 @@ func (s *session) exportApp(ctx context.Context, req *sdk.CallToolRequest, in Ex
 	if err != nil {
 		return nil, ExportAppOutput{}, err
 	}
-	p := protocol.WorkspaceExportParams{WorkspaceID: ws.WorkspaceID, Dest: in.Dest, Format: format, Command: in.Command, Base: in.Base}
+	p := protocol.WorkspaceExportParams{WorkspaceID: ws.WorkspaceID, Dest: dest, Format: format, Command: in.Command, Port: in.Port}
 	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 		relay := newProgressRelay(ctx, req.Session, token)
 		tok, done := s.progressToken(relay.report)
@@ -92,7 +93,7 @@ func (s *session) exportApp(ctx context.Context, req *sdk.CallToolRequest, in Ex
 	}
 	var r protocol.WorkspaceExportResult
 	if err := c.Call(ctx, protocol.MethodWorkspaceExport, p, &r); err != nil {
-		return nil, ExportAppOutput{}, fmt.Errorf("export to %s: %w", in.Dest, err)
+		return nil, ExportAppOutput{}, fmt.Errorf("export to %s: %w", dest, err)
 	}
 	out := ExportAppOutput{Path: r.Path, Files: r.Files, Bytes: r.Bytes, Command: r.Command, App: r.App}
 	if r.Image != nil {
@@ -100,4 +101,17 @@ func (s *session) exportApp(ctx context.Context, req *sdk.CallToolRequest, in Ex
 	}
 	res, err := textResult(out)
 	return res, out, err
+}
+
+// validBundleName: one path element an agent may name a bundle with.
+func validBundleName(name string) bool {
+	if name == "" || len(name) > 100 || name[0] == '.' {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,9 +47,13 @@ type Options struct {
 	Language string
 	// AllowCommit lets the commit tool copy changes into the project.
 	AllowCommit bool
-	// Toolsets are the opt-in toolsets served on stdio besides the
-	// default tools: ToolsetApps.
+	// Toolsets are the opt-in toolsets served besides the default tools:
+	// ToolsetApps.
 	Toolsets []string
+	// ExportDir is the directory export_app writes bundles in, one
+	// directory per name (default DefaultExportDir): an agent names a
+	// bundle, never a host path.
+	ExportDir string
 	// Version is reported in serverInfo.
 	Version string
 	// Logger receives diagnostics; nil discards them.
@@ -60,9 +65,7 @@ type Options struct {
 type Server struct {
 	opts Options
 	log  *slog.Logger
-	mcp  *sdk.Server // the one stdio serves: core, or apps when Options.Toolsets says so
-	// core has the default tools; apps adds ToolsetApps's.
-	core, apps *sdk.Server
+	mcp  *sdk.Server // the default tools, and ToolsetApps's when Options.Toolsets says so
 
 	mu sync.Mutex // guards sessions and stdio
 	// sessions are the HTTP sessions' states, by session id (or by
@@ -84,6 +87,10 @@ func New(o Options) *Server {
 		o.Version = "dev"
 	}
 	s := &Server{opts: o, log: o.Logger, sessions: map[string]*session{}}
+	if o.ExportDir == "" {
+		o.ExportDir = DefaultExportDir()
+	}
+	s.opts = o
 	newServer := func(apps bool) *sdk.Server {
 		srv := sdk.NewServer(&sdk.Implementation{Name: "cellbox", Title: "cellbox sandbox", Version: o.Version}, &sdk.ServerOptions{
 			Instructions: instructions(o, apps),
@@ -98,16 +105,23 @@ func New(o Options) *Server {
 		s.addResources(srv)
 		return srv
 	}
-	s.core, s.apps = newServer(false), newServer(true)
-	s.mcp = s.core
-	if slices.Contains(o.Toolsets, ToolsetApps) {
-		s.mcp = s.apps
-	}
+	s.mcp = newServer(slices.Contains(o.Toolsets, ToolsetApps))
 	return s
 }
 
-// Toolsets a client opts into (Options.Toolsets, or ?toolsets= on the
-// /mcp URL).
+// DefaultExportDir is where export_app writes bundles unless
+// Options.ExportDir says otherwise: $XDG_DATA_HOME/cellbox/exports.
+func DefaultExportDir() string {
+	data := os.Getenv("XDG_DATA_HOME")
+	if data == "" || !filepath.IsAbs(data) {
+		home, _ := os.UserHomeDir()
+		data = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(data, "cellbox", "exports")
+}
+
+// Toolsets the human opts into (Options.Toolsets: cellbox mcp --toolsets,
+// serve --mcp-toolsets); an agent cannot turn one on.
 const (
 	// ToolsetApps: expose_port (a preview URL of a server the agent
 	// started) and export_app (the workspace as a runnable bundle).
@@ -151,12 +165,7 @@ const (
 // on the URL (or the Cellbox-Root and Cellbox-Name headers). The caller
 // puts the handler behind its authentication.
 func (s *Server) HTTPHandler() http.Handler {
-	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		if slices.Contains(strings.Split(r.URL.Query().Get("toolsets"), ","), ToolsetApps) {
-			return s.apps
-		}
-		return s.core
-	}, &sdk.StreamableHTTPOptions{
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp }, &sdk.StreamableHTTPOptions{
 		Logger: s.log,
 		// A client that vanished without DELETE: its session (and daemon
 		// connection) goes after an hour without requests.
@@ -305,7 +314,7 @@ func appsText(apps bool) string {
 		return ""
 	}
 	return `
-Apps: a server you start in the sandbox (e.g. from run, in a background thread or with subprocess.Popen, listening on 127.0.0.1 or 0.0.0.0) is reachable by nobody until expose_port {port} gives the human a preview URL (its own origin, with its own token); give them that URL. export_app {dest} writes the workspace as a runnable bundle (the app, requirements.txt or package.json, a Dockerfile, compose.yaml, a README; format "oci" adds an OCI image) to a new directory on the host.`
+Apps: a server you start in the sandbox (e.g. from run, in a background thread or with subprocess.Popen, listening on 127.0.0.1 or 0.0.0.0) is reachable by nobody until expose_port {port} gives the human a preview URL (its own origin, with its own token); give them that URL. export_app {name} writes the workspace as a runnable bundle (the app, requirements.txt or package.json, a Dockerfile, compose.yaml, a README; format "oci" adds an OCI image) into the human's exports directory, under that name; tell them its path.`
 }
 
 // asProtocolError is the daemon's answer in err, if it is one.

@@ -15,8 +15,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync, lstatSync, readlinkSync, mkdtempSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync, lstatSync, readlinkSync, existsSync, rmSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -42,8 +42,8 @@ async function connect(extraArgs = [], toolsets = "") {
       stderr: "inherit",
     });
   } else {
+    // Over HTTP the daemon's --mcp-toolsets decides (mcp_e2e_test.go starts it with apps).
     const url = new URL("/mcp", process.env.CELLBOX_MCP_URL);
-    if (toolsets) url.searchParams.set("toolsets", toolsets);
     transport = new StreamableHTTPClientTransport(url, {
       requestInit: { headers: { Authorization: `Bearer ${process.env.CELLBOX_MCP_TOKEN}` } },
     });
@@ -103,7 +103,9 @@ test(`cellbox mcp over ${transportKind}`, { timeout: 600_000 }, async (t) => {
 
   await t.test("eleven tools, each with an input and an output schema", async () => {
     const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((x) => x.name).sort(), TOOLS);
+    // Over HTTP the daemon runs with --mcp-toolsets apps (the apps toolset's own test below).
+    const want = transportKind === "stdio" ? TOOLS : [...TOOLS, "expose_port", "export_app"].sort();
+    assert.deepEqual(tools.map((x) => x.name).sort(), want);
     for (const tool of tools) {
       assert.equal(tool.inputSchema?.type, "object", `${tool.name} inputSchema`);
       assert.equal(tool.outputSchema?.type, "object", `${tool.name} outputSchema`);
@@ -326,10 +328,12 @@ test(`cellbox mcp over ${transportKind}`, { timeout: 600_000 }, async (t) => {
 // starts in the sandbox gets a preview URL the human's browser (here,
 // node's fetch) opens, and the workspace is exported as a bundle.
 test(`cellbox mcp's apps toolset over ${transportKind}`, { timeout: 600_000 }, async (t) => {
-  const plain = await connect();
-  const { tools: plainTools } = await plain.listTools();
-  await plain.close();
-  assert.ok(!plainTools.some((x) => x.name === "expose_port"), "expose_port is opt-in");
+  if (transportKind === "stdio") {
+    const plain = await connect();
+    const { tools: plainTools } = await plain.listTools();
+    await plain.close();
+    assert.ok(!plainTools.some((x) => x.name === "expose_port"), "expose_port is opt-in");
+  }
 
   const client = await connect([], "apps");
   t.after(() => client.close());
@@ -365,15 +369,20 @@ test(`cellbox mcp's apps toolset over ${transportKind}`, { timeout: 600_000 }, a
     assert.match(await toolError(client, "expose_port", { port: 0 }), /not a TCP port/);
   });
 
-  await t.test("export_app writes a runnable bundle", async () => {
-    const dest = join(mkdtempSync(join(tmpdir(), "cellbox-mcp-export-")), "bundle");
-    const { out } = await ok(client, "export_app", { dest, command: ["python3", "-m", "http.server", "8000"] });
+  await t.test("export_app writes a runnable bundle into the exports directory, by name", async () => {
+    const name = `bundle-${transportKind}-${process.pid}-${Date.now()}`;
+    const dest = join(process.env.XDG_DATA_HOME || join(homedir(), ".local", "share"), "cellbox", "exports", name);
+    const { out } = await ok(client, "export_app", { name, command: ["python3", "-m", "http.server", "8000"] });
     assert.equal(out.path, dest);
     assert.ok(out.files > 0 && out.bytes > 0, JSON.stringify(out));
     for (const f of ["Dockerfile", "compose.yaml", "README.md"]) {
       assert.ok(existsSync(join(dest, f)), `the bundle has ${f}`);
     }
     assert.match(readFileSync(join(dest, "Dockerfile"), "utf8"), /http\.server/);
-    assert.match(await toolError(client, "export_app", { dest: "relative/dir" }), /absolute/);
+    rmSync(dest, { recursive: true, force: true });
+    // An agent names a bundle, never a host path.
+    for (const bad of ["../escape", "/etc/cron.d", ".hidden", "a/b", ""]) {
+      assert.match(await toolError(client, "export_app", { name: bad }), /a bundle's name/, bad);
+    }
   });
 });
