@@ -65,9 +65,6 @@ type Options struct {
 	// sandbox whenever that set changes (workspace/ports); it must not
 	// block.
 	OnPorts func(workspaceID string, ports []int)
-	// PreviewHost is the loopback address previews listen on (default
-	// 127.0.0.1).
-	PreviewHost string
 	// Packages is the package cache the sandboxes' package index serves
 	// (nil: the index answers 503).
 	Packages *packages.Cache

@@ -61,7 +61,6 @@ func (w *Workspace) ExposePort(port int) (protocol.Preview, error) {
 		return protocol.Preview{}, fmt.Errorf("preview id: %w", err)
 	}
 	srv, err := preview.Start(preview.Options{
-		Host:   w.m.opts.PreviewHost,
 		Dial:   func(ctx context.Context) (net.Conn, error) { return w.dialPort(ctx, port) },
 		Port:   port,
 		Logger: w.m.log.With("workspace", w.id, "port", port),

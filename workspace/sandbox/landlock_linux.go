@@ -24,7 +24,11 @@ import (
 //	ABI 2 (5.19)  renames and links across directories outside rw
 //	ABI 3 (6.2)   truncation outside rw
 //	ABI 4 (6.7)   TCP bind and connect, unless allowNet (connect to the
-//	              daemon's Listeners' ports stays allowed)
+//	              daemon's Listeners' ports stays allowed). The spawner
+//	              passes allowNet: TCP and UDP are the network namespace's
+//	              to confine (spawner_linux.go); the rules without it are
+//	              kept, and tested, for a sandbox that would share a
+//	              namespace.
 //	ABI 5 (6.10)  ioctl on devices opened outside rw
 //	ABI 6 (6.12)  connecting to abstract unix sockets and signalling
 //	              processes outside the domain (always, even with allowNet)

@@ -205,7 +205,7 @@ func (b *bridge) start(ctx context.Context, e env, deadline time.Time) (*languag
 
 // waitSockets waits until the kernel has made its five ipc sockets, as
 // jupyter_client names them (IP-PORT). A kernel that speaks only tcp never
-// does: it could not bind in a sandbox, whose Landlock rules refuse TCP.
+// does (kernel/README.md: ipc, not tcp).
 func (b *bridge) waitSockets(ctx context.Context, ip string, deadline time.Time) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
