@@ -28,19 +28,21 @@ const maxTableBytes = 1 << 20
 // server that starts or stops listening runs. A sandbox with the host's
 // network reports none. While a kernel starts (HoldPorts) nothing is
 // reported, and the ports its start opened are its own, never reported.
-func (w *Workspace) notePorts(sb *sandbox.Sandbox) {
+// It says whether it read them: not while a kernel starts, nor when the
+// table could not be read (the caller tries again).
+func (w *Workspace) notePorts(sb *sandbox.Sandbox) bool {
 	var ports []int
 	if sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
 		var err error
 		if ports, err = listeningPorts(sb.InitPID()); err != nil {
 			w.m.log.Debug("listening ports not read", "workspace", w.id, "err", err)
-			return
+			return false
 		}
 	}
 	w.pmu.Lock()
 	if w.portHolds > 0 {
 		w.pmu.Unlock()
-		return
+		return false
 	}
 	for p := range w.ownPorts {
 		if !slices.Contains(ports, p) {
@@ -50,13 +52,14 @@ func (w *Workspace) notePorts(sb *sandbox.Sandbox) {
 	ports = slices.DeleteFunc(ports, func(p int) bool { return w.ownPorts[p] })
 	if slices.Equal(ports, w.ports) {
 		w.pmu.Unlock()
-		return
+		return true
 	}
 	w.ports = ports
 	w.pmu.Unlock()
 	if f := w.m.opts.OnPorts; f != nil {
 		f(w.id, slices.Clone(ports))
 	}
+	return true
 }
 
 // HoldPorts is called before a kernel starts: until release, no listening

@@ -130,8 +130,8 @@ func (w *Workspace) watchQuota(sb *sandbox.Sandbox, cg *sandbox.Cgroup) {
 		// whole socket table, about 2 ms); one due is read at a later
 		// tick, idle or not.
 		if portsDue && time.Since(portsAt) >= portsInterval {
-			w.notePorts(sb)
-			portsDue, portsAt = false, time.Now()
+			portsAt = time.Now()
+			portsDue = !w.notePorts(sb) // held by a kernel's start: again later
 		}
 		if measured && now.ok && now == last {
 			if idle++; idle >= idleTicks {
