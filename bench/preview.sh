@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A preview's cost (workspace/exposePort, bench/preview), side by side with
 # its peer in one run, interleaved: the same python server
-# (bench/preview/app.py, http.server.ThreadingHTTPServer, HTTP/1.1
+# (cmd/cellbox/testdata/preview_app.py, http.server.ThreadingHTTPServer, HTTP/1.1
 # keep-alive) run by a python kernel in a workspace's sandbox and reached
 # through the preview's URL (each connection dialed by the sandbox's init,
 # proxied by the daemon), against that code run by a plain python3 on the
@@ -32,7 +32,9 @@ chmod 755 "$bin"
 # killed (workspace/cleanup_linux.go).
 CGO_ENABLED=0 go build -o "$bin/cellbox" ./cmd/cellbox
 CGO_ENABLED=0 go build -o "$bin/cellbox-preview-bench" ./bench/preview
+# The app: the preview tests' own, copied where the unprivileged user reads it.
+install -m 644 cmd/cellbox/testdata/preview_app.py "$bin/preview_app.py"
 # shellcheck source=lib.sh
 source bench/lib.sh
-run_as_user_and_root "$bin/cellbox-preview-bench" -cellbox "$bin/cellbox" -n "${N:-2000}" -n-new "${N_NEW:-300}" \
+run_as_user_and_root "$bin/cellbox-preview-bench" -cellbox "$bin/cellbox" -app "$bin/preview_app.py" -n "${N:-2000}" -n-new "${N_NEW:-300}" \
 	-mib "${MIB:-200}" -n-ws "${N_WS:-2000}" -rounds "${ROUNDS:-10}"

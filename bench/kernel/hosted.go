@@ -78,14 +78,11 @@ func (b *bench) runHosted(stdout io.Writer) error {
 func (b *bench) reportHosted(w io.Writer) {
 	o := b.o
 	name := b.bareKernel()
-	title := fmt.Sprintf("the Jupyter kernel %s hosted in a cellbox sandbox (%s) against the same kernel bare", name, o.language)
-	if o.label != "" {
-		title += " — " + o.label
-	}
+	title := benchutil.Title(fmt.Sprintf("the Jupyter kernel %s hosted in a cellbox sandbox (%s) against the same kernel bare", name, o.language), o.label)
 	fmt.Fprintf(w, "== %s\n", title)
 	printHostEnv(w, b)
 	fmt.Fprintf(w, "   hosted: %s serve --stdio (%s), kernel/start {language: %q}: the kernelspec's kernel (python %s) in the\n",
-		o.cellbox, exeSize(o.cellbox), o.language, b.cbVersion)
+		o.cellbox, benchutil.FileSize(o.cellbox), o.language, b.cbVersion)
 	fmt.Fprintf(w, "     sandbox (%s), driven by cellbox's Jupyter bridge there, timed in this Go client over JSON-RPC\n", b.sandboxText())
 	fmt.Fprintf(w, "   bare: kernelspec %s (kernel python %s), no sandbox, timed in a python client through jupyter_client %s\n",
 		name, b.jVersion, b.jv.Jupyter_client)

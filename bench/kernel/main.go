@@ -638,26 +638,15 @@ func (b *bench) interrupts() error {
 
 func printEnv(w io.Writer, b *bench) {
 	o := b.o
-	title := "python kernels, cellbox side by side with Jupyter (issue 5)"
-	if o.label != "" {
-		title += " — " + o.label
-	}
+	title := benchutil.Title("python kernels, cellbox side by side with Jupyter (issue 5)", o.label)
 	fmt.Fprintf(w, "== %s\n", title)
 	fmt.Fprintf(w, "   %s\n", benchutil.Host())
 	fmt.Fprintf(w, "   cellbox: %s serve --stdio (%s), python %s in its sandbox (scratch workspace: %s; network %s)\n",
-		o.cellbox, exeSize(o.cellbox), b.cbVersion, benchutil.Layers(b.cbSandbox), b.cbSandbox.Network)
+		o.cellbox, benchutil.FileSize(o.cellbox), b.cbVersion, benchutil.Layers(b.cbSandbox), b.cbSandbox.Network)
 	fmt.Fprintf(w, "   jupyter: %s, jupyter_client %s, ipykernel %s (kernel python %s), pyzmq %s (libzmq %s); no sandbox\n",
 		o.python, b.jv.Jupyter_client, b.jv.Ipykernel, b.jVersion, b.jv.Pyzmq, b.jv.Zmq)
 	fmt.Fprintf(w, "   N=%d cold starts and floods per case after WARMUP=%d; %d round trips per side after 100, in blocks of 100;\n", o.n, o.warmup, o.rtt)
 	fmt.Fprintf(w, "   %d interrupts per side; %d idle kernels. Cases interleave in a new random order each iteration.\n", o.interrupts, o.kernels)
-}
-
-func exeSize(path string) string {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "size unknown"
-	}
-	return fmt.Sprintf("%.1f MB", float64(fi.Size())/1e6)
 }
 
 // cpuTime is the CPU time all of pid's threads have used (schedstat, in

@@ -2,7 +2,7 @@
 
 // Command preview measures what a preview (workspace/exposePort) costs a
 // web app's client, side by side with its peer in one run, interleaved:
-// the same python server (app.py, http.server.ThreadingHTTPServer) run by
+// the same python server (cmd/cellbox/testdata/preview_app.py, http.server.ThreadingHTTPServer) run by
 // a python kernel in a workspace's sandbox and reached through the
 // preview's URL, against the same code run by a plain python3 on the host
 // and reached directly. Through the preview, each connection to the app is
@@ -24,7 +24,6 @@
 package main
 
 import (
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -43,9 +42,6 @@ import (
 	"github.com/cellbox-dev/cellbox/protocol"
 )
 
-//go:embed app.py
-var appPy string
-
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "preview-bench:", err)
@@ -54,15 +50,17 @@ func main() {
 }
 
 type options struct {
-	cellbox, python, label string
-	n, nNew, mib, nWS      int
-	rounds, warmup, port   int
+	cellbox, python, label, app string
+	appCode                     string // the app's code, read from app
+	n, nNew, mib, nWS           int
+	rounds, warmup, port        int
 }
 
 func run(args []string) error {
 	var o options
 	fs := flag.NewFlagSet("preview-bench", flag.ContinueOnError)
 	fs.StringVar(&o.cellbox, "cellbox", "", "the cellbox `binary` (built with CGO_ENABLED=0; required)")
+	fs.StringVar(&o.app, "app", "cmd/cellbox/testdata/preview_app.py", "the web `app` both sides run (the preview tests' own)")
 	fs.StringVar(&o.python, "python", "", "the host's python `binary` (empty: the kernel's own, its sys.executable)")
 	fs.IntVar(&o.n, "n", 2000, "measured GETs of 1 KiB on one keep-alive connection, per side")
 	fs.IntVar(&o.nNew, "n-new", 300, "measured GETs of 1 KiB on a new connection each, per side and kind")
@@ -82,6 +80,11 @@ func run(args []string) error {
 	if o.cellbox, err = filepath.Abs(o.cellbox); err != nil {
 		return err
 	}
+	app, err := os.ReadFile(o.app)
+	if err != nil {
+		return fmt.Errorf("the app: %w", err)
+	}
+	o.appCode = string(app)
 	base, err := os.MkdirTemp("", "cellbox-preview-bench-")
 	if err != nil {
 		return err
@@ -177,7 +180,7 @@ func (b *bench) setUp() (err error) {
 		return err
 	}
 	b.kernelID, b.sandbox = k.KernelID, k.Sandbox
-	code := appPy + fmt.Sprintf("\nimport sys\nsrv = start(%d)\nprint(sys.executable, sys.version.split()[0])\n", b.o.port)
+	code := b.o.appCode + fmt.Sprintf("\nimport sys\nsrv = start(%d)\nprint(sys.executable, sys.version.split()[0])\n", b.o.port)
 	var res protocol.ExecuteResult
 	if err := b.c.Call(protocol.MethodKernelExecute, protocol.KernelExecuteParams{KernelID: b.kernelID, Code: code}, &res); err != nil {
 		return err
@@ -213,7 +216,7 @@ func (b *bench) setUp() (err error) {
 			}
 		}
 	}
-	b.host = exec.Command(py, "-c", appPy+"\nimport sys\nsrv = start(0)\nprint(srv.server_address[1], sys.version.split()[0], flush=True)\nsys.stdin.read()\n")
+	b.host = exec.Command(py, "-c", b.o.appCode+"\nimport sys\nsrv = start(0)\nprint(srv.server_address[1], sys.version.split()[0], flush=True)\nsys.stdin.read()\n")
 	b.host.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	b.host.Stderr = os.Stderr
 	if b.hostIn, err = b.host.StdinPipe(); err != nil {

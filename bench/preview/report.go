@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
@@ -13,19 +12,13 @@ import (
 
 func (b *bench) report(w io.Writer) {
 	o := b.o
-	title := "a preview (workspace/exposePort) against a direct connection to the same python server"
-	if o.label != "" {
-		title += " — " + o.label
-	}
-	size := "size unknown"
-	if fi, err := os.Stat(o.cellbox); err == nil {
-		size = fmt.Sprintf("%.1f MB", float64(fi.Size())/1e6)
-	}
+	title := benchutil.Title("a preview (workspace/exposePort) against a direct connection to the same python server", o.label)
+	size := benchutil.FileSize(o.cellbox)
 	fmt.Fprintf(w, "== %s\n", title)
 	fmt.Fprintf(w, "   %s\n", benchutil.Host())
 	fmt.Fprintf(w, "   cellbox: %s serve --listen 127.0.0.1:0 (%s); sandbox layers: %s; network %s\n",
 		o.cellbox, size, benchutil.Layers(b.sandbox), b.sandbox.Network)
-	fmt.Fprintf(w, "   the app (bench/preview/app.py, http.server.ThreadingHTTPServer, HTTP/1.1 keep-alive, TCP_NODELAY):\n")
+	fmt.Fprintf(w, "   the app (cmd/cellbox/testdata/preview_app.py, http.server.ThreadingHTTPServer, HTTP/1.1 keep-alive, TCP_NODELAY):\n")
 	fmt.Fprintf(w, "     preview: python %s in a kernel's sandbox on 127.0.0.1:%d, reached at %s=...\n", orUnknown(b.kernelPy), o.port, b.previewTo)
 	fmt.Fprintf(w, "     direct:  python %s on the host, reached at %s\n", b.hostPy, b.sides[direct].base)
 	fmt.Fprintf(w, "   the client: Go net/http and gorilla/websocket in this process; each figure cut into %d rounds, the sides alternating,\n", o.rounds)

@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cellbox-dev/cellbox/bench/internal/benchutil"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox"
 	"github.com/cellbox-dev/cellbox/workspace/sandbox/helper"
 
@@ -431,10 +432,7 @@ func printEnv(w io.Writer, o options, b *bench) {
 		}
 	}
 	bwrapVersion, _ := exec.Command(o.bwrap, "--version").Output()
-	title := "sandbox start + spawn, side by side"
-	if o.label != "" {
-		title += " — " + o.label
-	}
+	title := benchutil.Title("sandbox start + spawn, side by side", o.label)
 	fmt.Fprintf(w, "== %s\n", title)
 	fmt.Fprintf(w, "   as %s; Linux %s; %d cores; %s; %s; benchmark built with CGO_ENABLED=%s\n",
 		who, unix.ByteSliceToString(uts.Release[:]), runtime.NumCPU(), runtime.Version(), strings.TrimSpace(string(bwrapVersion)), cgo)
@@ -443,9 +441,9 @@ func printEnv(w io.Writer, o options, b *bench) {
 	lean, why := sandbox.HelperInfo()
 	if lean {
 		fmt.Fprintf(w, "   its init and spawner run the lean helper the binary carries (%s); \"before\" rows re-execute this binary,\n", helperSize())
-		fmt.Fprintf(w, "   which links what cmd/cellbox links (%s), as every sandbox did before it\n", exeSize())
+		fmt.Fprintf(w, "   which links what cmd/cellbox links (%s), as every sandbox did before it\n", benchutil.FileSize("/proc/self/exe"))
 	} else {
-		fmt.Fprintf(w, "   its init and spawner re-execute this binary (%s): no lean helper (%s)\n", exeSize(), why)
+		fmt.Fprintf(w, "   its init and spawner re-execute this binary (%s): no lean helper (%s)\n", benchutil.FileSize("/proc/self/exe"), why)
 	}
 	fmt.Fprintf(w, "   commands: fork+exec to wait from this process, stdio /dev/null, env: %s\n", strings.Join(b.env, " "))
 	fmt.Fprintf(w, "   bwrap %s PROGRAM\n", strings.Join(b.bwrapPre, " "))
@@ -454,15 +452,6 @@ func printEnv(w io.Writer, o options, b *bench) {
 // helperSize describes the lean helper.
 func helperSize() string {
 	return fmt.Sprintf("%.1f MB", float64(len(helper.Binary))/1e6)
-}
-
-// exeSize describes this binary, which the sandbox's helpers re-execute.
-func exeSize() string {
-	fi, err := os.Stat("/proc/self/exe")
-	if err != nil {
-		return "size unknown"
-	}
-	return fmt.Sprintf("%.1f MB", float64(fi.Size())/1e6)
 }
 
 // removeAll removes the benchmark's directory; overlayfs leaves work/work

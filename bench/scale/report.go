@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -240,14 +239,8 @@ func orUnknown(s string) string {
 
 func (b *bench) printEnv(w io.Writer) {
 	o := b.o
-	title := "the daemon's scaling curve: idle python kernels, workspaces and terminals in one daemon"
-	if o.label != "" {
-		title += " — " + o.label
-	}
-	size := "size unknown"
-	if fi, err := os.Stat(o.cellbox); err == nil {
-		size = fmt.Sprintf("%.1f MB", float64(fi.Size())/1e6)
-	}
+	title := benchutil.Title("the daemon's scaling curve: idle python kernels, workspaces and terminals in one daemon", o.label)
+	size := benchutil.FileSize(o.cellbox)
 	fmt.Fprintf(w, "== %s\n", title)
 	fmt.Fprintf(w, "   %s\n", benchutil.Host())
 	fmt.Fprintf(w, "   cellbox: %s serve --listen 127.0.0.1:0 %s (%s); python %s; sandbox layers: %s\n",

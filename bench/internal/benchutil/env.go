@@ -39,3 +39,20 @@ func Layers(sb protocol.SandboxInfo) string {
 	}
 	return strings.Join(layers, " ")
 }
+
+// Title is a report's title with the run's label, if any: "TITLE — LABEL".
+func Title(title, label string) string {
+	if label != "" {
+		title += " — " + label
+	}
+	return title
+}
+
+// FileSize says how large the file at path is ("12.3 MB"), for a report.
+func FileSize(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "size unknown"
+	}
+	return fmt.Sprintf("%.1f MB", float64(fi.Size())/1e6)
+}
