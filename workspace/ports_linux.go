@@ -74,21 +74,25 @@ func (w *Workspace) HoldPorts() (release func(own bool)) {
 	var once sync.Once
 	return func(own bool) {
 		once.Do(func() {
-			var now []int
-			if sb := w.Sandbox(); own && sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
-				now, _ = listeningPorts(sb.InitPID())
-			}
-			w.pmu.Lock()
-			defer w.pmu.Unlock()
-			w.portHolds--
-			for _, p := range now {
-				if !slices.Contains(w.ports, p) {
-					if w.ownPorts == nil {
-						w.ownPorts = make(map[int]bool)
-					}
-					w.ownPorts[p] = true
+			// The read (about 2 ms) is not the kernel start's to wait
+			// for: the hold lasts until it is done.
+			go func() {
+				var now []int
+				if sb := w.Sandbox(); own && sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
+					now, _ = listeningPorts(sb.InitPID())
 				}
-			}
+				w.pmu.Lock()
+				defer w.pmu.Unlock()
+				w.portHolds--
+				for _, p := range now {
+					if !slices.Contains(w.ports, p) {
+						if w.ownPorts == nil {
+							w.ownPorts = make(map[int]bool)
+						}
+						w.ownPorts[p] = true
+					}
+				}
+			}()
 		})
 	}
 }
