@@ -302,12 +302,17 @@ func (m *Manager) release(wsID string) {
 	}
 }
 
-// ended is called by a session once pty/exit went out: its places are
-// given back, its own workspace discarded, and it stays attachable for
-// ExitedTTL (the oldest ended ones go first past MaxPtys of them).
-func (m *Manager) ended(s *Session) {
+// releasePlaces gives back a session's running places, in the daemon and
+// in its workspace, once its program ended and before pty/exit goes out.
+func (m *Manager) releasePlaces(s *Session) {
 	m.release(s.ws.ID())
 	m.release("")
+}
+
+// ended is called by a session once pty/exit went out: its own workspace
+// is discarded, and it stays attachable for ExitedTTL (the oldest ended
+// ones go first past MaxPtys of them).
+func (m *Manager) ended(s *Session) {
 	if s.ownWS {
 		if err := m.opts.Workspaces.CloseWorkspace(context.Background(), s.ws.ID(), true); err != nil {
 			m.log.Warn("closing a terminal's own workspace", "pty", s.id, "workspace", s.ws.ID(), "err", err)

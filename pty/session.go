@@ -312,11 +312,14 @@ func (s *Session) finish(p protocol.PtyExitParams) {
 	s.subs, s.sinks, s.offs = map[Sink]*sub{}, nil, nil
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	// The places go back before pty/exit goes out: a client that opens a
+	// terminal on the exit of one, at the limit, is not refused.
+	s.m.releasePlaces(s)
 	for _, k := range sinks {
 		_ = k.PtyExit(p)
 	}
 	s.sendMu.Unlock()
-	s.m.ended(s) // before done: Close returns with the places given back
+	s.m.ended(s) // before done: Close returns with its own workspace closed
 	close(s.done)
 }
 

@@ -594,6 +594,38 @@ func TestSessionLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.open(t, protocol.PtyOpenParams{WorkspaceID: a, Command: sleep}, newSink())
+
+	// A terminal that ends gives its place back before pty/exit goes out:
+	// a client opening one on the exit, at the limit, is not refused.
+	k := &exitHook{sink: newSink()}
+	k.onExit = func() {
+		s, err := e.m.Open(context.Background(), protocol.PtyOpenParams{WorkspaceID: b, Command: sleep, Cols: 80, Rows: 24}, newSink())
+		if err == nil {
+			t.Cleanup(func() { _ = e.m.CloseSession(context.Background(), s.ID()) })
+		}
+		k.openErr = err
+	}
+	if err := e.m.CloseSession(context.Background(), open[2].ID()); err != nil {
+		t.Fatal(err)
+	}
+	e.open(t, protocol.PtyOpenParams{WorkspaceID: b, Command: []string{"true"}}, k)
+	k.waitExit(t)
+	if k.openErr != nil {
+		t.Fatalf("a terminal opened on pty/exit, at the limit: %v", k.openErr)
+	}
+}
+
+// exitHook is a sink that runs onExit as pty/exit is delivered, before it
+// returns.
+type exitHook struct {
+	*sink
+	onExit  func()
+	openErr error
+}
+
+func (k *exitHook) PtyExit(p protocol.PtyExitParams) error {
+	k.onExit()
+	return k.sink.PtyExit(p)
 }
 
 // TestSessionOwnership: the opener's CloseOpenedBy ends its terminals even
