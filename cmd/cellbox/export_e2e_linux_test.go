@@ -35,7 +35,7 @@ import (
 // bundle's requirements.txt / package.json, then the bundle's own command,
 // answered by an HTTP request from another process of the sandbox); an
 // OCI layout unpacked with umoci and its command run in a sandbox on the
-// unpacked root, and read by skopeo; and bad input.
+// unpacked root, read by skopeo and loaded by podman; and bad input.
 
 // exportDest is a directory the daemon can create (as root or as the test
 // user) that does not exist yet.
@@ -336,7 +336,7 @@ http.createServer((req, res) => res.end(greet('node'))).listen(process.env.PORT 
 }
 
 func TestExportOCI(t *testing.T) {
-	umoci, skopeo := needProgram(t, "umoci"), needProgram(t, "skopeo")
+	umoci, skopeo, podman := needProgram(t, "umoci"), needProgram(t, "skopeo"), needProgram(t, "podman")
 	asUsers(t, func(t *testing.T, asUser bool) {
 		app := "import os\nprint('hello from the image in', os.getcwd(), os.environ.get('PORT'))\n"
 		d := newFilesDaemon(t, asUser, map[string]string{"app.py": app})
@@ -374,6 +374,13 @@ func TestExportOCI(t *testing.T) {
 			t.Fatalf("skopeo inspect --config: %v %s", err, out)
 		}
 
+		// podman loads it as the bundle's README says (once, as root:
+		// rootless podman needs subordinate IDs the test user lacks; the
+		// layout is the same either way), and keeps its config.
+		if !asUser {
+			podmanLoad(t, podman, filepath.Join(dest, "image"), filepath.Base(dest), res.Image.Digest)
+		}
+
 		// umoci validates and unpacks it; its command runs in a sandbox
 		// on the unpacked root's /app, with the host's interpreters.
 		bundle := filepath.Join(filepath.Dir(dest), "unpacked")
@@ -409,6 +416,37 @@ print(subprocess.run(argv, cwd="/workspace", env=env, capture_output=True, text=
 			t.Fatalf("the image's command in a sandbox: %q", got)
 		}
 	})
+}
+
+// podmanLoad loads the layout as the bundle's README says, `tar -C image
+// -cf - . | podman load`, in a store of the test's own, and checks the
+// image it got: its name (the bundle's), manifest digest, working
+// directory, command and port.
+func podmanLoad(t *testing.T, podman, layout, name, digest string) {
+	t.Helper()
+	store := t.TempDir()
+	args := []string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"), "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "none"}
+	tarCmd := exec.Command("tar", "-C", layout, "-cf", "-", ".")
+	load := exec.Command(podman, append(args, "load")...)
+	pipe, err := tarCmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Stdin = pipe
+	if err := tarCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := load.CombinedOutput()
+	if werr := tarCmd.Wait(); err == nil {
+		err = werr
+	}
+	if want := "Loaded image: docker.io/library/" + name + ":latest"; err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("tar | podman load: %v, want %q in\n%s", err, want, out)
+	}
+	out, err = exec.Command(podman, append(args, "image", "inspect", "--format", "{{.Digest}} {{.Config.WorkingDir}} {{json .Config.Cmd}} {{json .Config.ExposedPorts}}", name+":latest")...).CombinedOutput()
+	if want := digest + ` /app ["python","app.py"] {"8080/tcp":{}}`; err != nil || strings.TrimSpace(string(out)) != want {
+		t.Fatalf("podman image inspect: %v\n%s\nwant %s", err, out, want)
+	}
 }
 
 // needProgram finds a program the test needs, or skips (fails under CI,

@@ -130,7 +130,7 @@ func Readme(b Bundle) []byte {
 	s.WriteString(cmd + "\n```\n")
 	if b.Image != "" {
 		fmt.Fprintf(&s, "\n## The OCI image\n\n`%s/` is an OCI image layout of the same app on `%s`, built without Docker, tagged `latest`:\n\n", ImageDir, b.BaseImage)
-		fmt.Fprintf(&s, "```sh\npodman load -i %s            # or: tar -C %s -cf - . | docker load\nskopeo copy oci:%s:latest docker-daemon:%s   # another way into Docker\n", ImageDir, ImageDir, ImageDir, b.Image)
+		fmt.Fprintf(&s, "```sh\ntar -C %s -cf - . | docker load      # or: | podman load (both name it %s)\n", ImageDir, b.Image)
 		fmt.Fprintf(&s, "docker run --rm%s %s\n```\n", publish, b.Image)
 	}
 	return []byte(s.String())
