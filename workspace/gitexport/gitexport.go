@@ -174,30 +174,101 @@ func (p *Repo) Prefix() string { return p.prefix }
 // path goes with "./" before it (a leading ":" is then no magic). A name
 // with glob characters that matches a tracked file as a pattern is not
 // reported: such a name is shown rather than hidden.
+//
+// Paths git will not judge, and would fail on, are not ignored: those in
+// a submodule or a nested repository (git applies their own rules, not
+// this repository's), and those below a symlink of the project's working
+// tree (the sandbox made a directory where the project has a link). The
+// first are found by a ".git" in a directory of the project, or by git
+// naming the submodule (one not checked out); the second by Lstat.
 func (p *Repo) Ignored(ctx context.Context, paths []string) (map[string]bool, error) {
 	if len(paths) == 0 {
 		return nil, nil
 	}
-	var in bytes.Buffer
-	for _, s := range paths {
-		if strings.IndexByte(s, 0) >= 0 {
+	opaque := map[string]bool{} // a directory (relative) -> its paths are not git's to judge here
+	ign := map[string]bool{}
+	probed := map[string]bool{} // a directory (relative) -> found opaque in the working tree
+	for try := 0; ; try++ {
+		var in bytes.Buffer
+		for _, s := range paths {
+			if strings.IndexByte(s, 0) >= 0 || p.beyond(s, opaque, probed) {
+				continue
+			}
+			in.WriteString("./")
+			in.WriteString(s)
+			in.WriteByte(0)
+		}
+		if in.Len() == 0 {
+			return ign, nil
+		}
+		out, err := p.r.run(ctx, cmd{dir: p.dir, args: []string{"check-ignore", "--stdin", "-z"}, stdin: &in, env: []string{"GIT_LITERAL_PATHSPECS=0"}})
+		if err != nil && exitCode(err) != 1 { // 1: none is ignored
+			if sub, ok := submoduleOf(stderrOf(err), p.prefix); ok && try < maxSubmoduleTries && !opaque[sub] {
+				opaque[sub] = true
+				continue
+			}
+			return nil, fmt.Errorf("check the ignore rules of %s: %w", p.dir, err)
+		}
+		for _, s := range bytes.Split(out, []byte{0}) {
+			if s, ok := bytes.CutPrefix(s, []byte("./")); ok && len(s) > 0 {
+				ign[string(s)] = true
+			}
+		}
+		return ign, nil
+	}
+}
+
+// maxSubmoduleTries bounds the submodules one Ignored call learns from
+// git's refusals (each costs a git command).
+const maxSubmoduleTries = 16
+
+// beyond reports whether a directory above path s is opaque to the ignore
+// rules: known to be (a submodule git named), or found so in the project's
+// working tree (a symlink, or a directory with a ".git"; what was found is
+// kept in probed).
+func (p *Repo) beyond(s string, opaque, probed map[string]bool) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '/' {
 			continue
 		}
-		in.WriteString("./")
-		in.WriteString(s)
-		in.WriteByte(0)
-	}
-	out, err := p.r.run(ctx, cmd{dir: p.dir, args: []string{"check-ignore", "--stdin", "-z"}, stdin: &in, env: []string{"GIT_LITERAL_PATHSPECS=0"}})
-	if err != nil && exitCode(err) != 1 { // 1: none is ignored
-		return nil, fmt.Errorf("check the ignore rules of %s: %w", p.dir, err)
-	}
-	ign := map[string]bool{}
-	for _, s := range bytes.Split(out, []byte{0}) {
-		if s, ok := bytes.CutPrefix(s, []byte("./")); ok && len(s) > 0 {
-			ign[string(s)] = true
+		d := s[:i]
+		if opaque[d] {
+			return true
+		}
+		seen, ok := probed[d]
+		if !ok {
+			full := filepath.Join(p.dir, filepath.FromSlash(d))
+			fi, err := os.Lstat(full)
+			if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				seen = true
+			} else if err == nil && fi.IsDir() {
+				_, err := os.Lstat(filepath.Join(full, ".git"))
+				seen = err == nil
+			}
+			probed[d] = seen
+		}
+		if seen {
+			return true
 		}
 	}
-	return ign, nil
+	return false
+}
+
+// submoduleOf reads the submodule's path, relative to the project
+// directory (prefix is the project's in the repository), from git's
+// refusal of a path in it: "Pathspec './sm/x' is in submodule 'sub/sm'"
+// names it from the top level (git runs with LC_ALL=C).
+func submoduleOf(stderr, prefix string) (string, bool) {
+	_, rest, ok := strings.Cut(stderr, "' is in submodule '")
+	if !ok {
+		return "", false
+	}
+	sub, _, ok := strings.Cut(rest, "'")
+	if !ok || !strings.HasPrefix(sub, prefix) {
+		return "", false
+	}
+	sub = strings.TrimPrefix(sub, prefix)
+	return sub, sub != ""
 }
 
 // GitPath reports whether a path (relative, '/'-separated) has a ".git"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
@@ -494,6 +495,43 @@ func TestIgnored(t *testing.T) {
 	for p := range want {
 		if !got[p] {
 			t.Errorf("%q not ignored", p)
+		}
+	}
+}
+
+// TestIgnoredBeyondTheRules: paths in a submodule (checked out or not), in
+// a nested repository or below a symlink of the project are not git's to
+// judge by the project's rules: they are not ignored, and the others are
+// still judged (git alone fails on the first and the third).
+func TestIgnoredBeyondTheRules(t *testing.T) {
+	setup(t)
+	lib := newRepo(t, map[string]string{"lib.txt": "lib\n"})
+	dir := newRepo(t, map[string]string{".gitignore": "*.log\n", "proj/keep.txt": "k\n"})
+	for _, sm := range []string{"proj/sm", "proj/un"} {
+		gitIn(t, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, sm)
+	}
+	if err := os.Symlink("sm", filepath.Join(dir, "proj", "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "add", "proj/lnk")
+	gitIn(t, dir, "commit", "-q", "-m", "submodules and a link")
+	gitIn(t, dir, "submodule", "deinit", "-q", "proj/un") // not checked out: an empty directory
+	gitIn(t, filepath.Join(dir, "proj"), "init", "-q", "nested")
+
+	r := open(t, filepath.Join(dir, "proj"))
+	paths := []string{"a.log", "keep.txt", "sm/a.log", "un/a.log", "un/deep/b.log", "lnk/a.log", "nested/a.log", "deep/dir/c.log"}
+	got, err := r.Ignored(context.Background(), paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"a.log": true, "deep/dir/c.log": true}
+	if !maps.Equal(got, want) {
+		t.Errorf("ignored %v, want %v", got, want)
+	}
+	// Without the paths git fails on, the same answer from git alone.
+	for _, p := range []string{"un/a.log", "lnk/a.log"} {
+		if _, err := gitTry(filepath.Join(dir, "proj"), strings.NewReader("./"+p+"\x00"), "check-ignore", "--stdin", "-z"); err == nil {
+			t.Errorf("git check-ignore %s succeeds: the test no longer tries what git fails on", p)
 		}
 	}
 }
