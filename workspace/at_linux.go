@@ -355,8 +355,13 @@ type dirent struct {
 	typ  uint8
 }
 
-// readDirents lists the directory open at fd with the entries' types.
-func readDirents(fd int) ([]dirent, error) {
+// errTooManyEntries: a directory listed with a bound has more entries.
+var errTooManyEntries = errors.New("too many entries")
+
+// readDirents lists the directory open at fd with the entries' types; max
+// > 0 bounds the entries (past it: errTooManyEntries, before they are all
+// held).
+func readDirents(fd, max int) ([]dirent, error) {
 	var out []dirent
 	buf := make([]byte, 32<<10)
 	if _, err := unix.Seek(fd, 0, 0); err != nil {
@@ -387,6 +392,9 @@ func readDirents(fd int) ([]dirent, error) {
 					if unix.Fstatat(fd, s, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 						typ = unix.DT_DIR
 					}
+				}
+				if max > 0 && len(out) >= max {
+					return nil, errTooManyEntries
 				}
 				out = append(out, dirent{name: s, typ: typ})
 			}

@@ -227,7 +227,7 @@ func walkTouched(upper string, since int64, fn func(p string, btime int64)) erro
 		return st.Mtim.Nano() >= since || st.Ctim.Nano() >= since
 	}
 	var pathBuf []byte
-	names, err := readDirents(root)
+	names, err := readDirents(root, 0)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func walkTouched(upper string, since int64, fn func(p string, btime int64)) erro
 				}
 				return err
 			}
-			names, err := readDirents(fd)
+			names, err := readDirents(fd, 0)
 			if err != nil {
 				unix.Close(fd)
 				return err

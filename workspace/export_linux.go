@@ -179,6 +179,10 @@ func checkTreePath(op, name string) error {
 	return nil
 }
 
+// maxExportDirEntries bounds a directory an export lists (what the
+// sandbox wrote), before its names are held; a variable for the tests.
+var maxExportDirEntries = 200000
+
 func (t *fdTree) Open(name string) (fs.File, error) {
 	if err := checkTreePath("open", name); err != nil {
 		return nil, err
@@ -197,6 +201,7 @@ func (t *fdTree) Open(name string) (fs.File, error) {
 		if unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			return t.openDir(name)
 		}
+		return nil, &fs.PathError{Op: "open", Path: shortForm(name), Err: export.ErrReplaced}
 	}
 	if err != nil {
 		return nil, err
@@ -221,7 +226,10 @@ func (t *fdTree) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, &fs.PathError{Op: "readdir", Path: shortForm(name), Err: err}
 	}
 	defer unix.Close(fd)
-	ents, err := readDirents(fd)
+	ents, err := readDirents(fd, maxExportDirEntries)
+	if errors.Is(err, errTooManyEntries) {
+		return nil, fmt.Errorf("%w: the directory %s holds more than %d entries", export.ErrLimit, shortForm(name), maxExportDirEntries)
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: shortForm(name), Err: err}
 	}

@@ -3,12 +3,16 @@ package workspace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cellbox-dev/cellbox/protocol"
+	"github.com/cellbox-dev/cellbox/workspace/export"
 )
 
 // TestExportRefusesSandboxDirs: an export writes (dest) and reads (base)
@@ -67,5 +71,38 @@ func TestExportRefusesSandboxDirs(t *testing.T) {
 	w.mu.Unlock()
 	if started {
 		t.Error("a refused export started the sandbox")
+	}
+}
+
+// TestExportTreeBounds: the tree an export reads lists a directory only
+// within a bound (an error, before the names are held), and a path that
+// is not a regular file any more is ErrReplaced, which the export skips.
+func TestExportTreeBounds(t *testing.T) {
+	defer func(old int) { maxExportDirEntries = old }(maxExportDirEntries)
+	maxExportDirEntries = 10
+	dir := t.TempDir()
+	for i := range 11 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	tree := &fdTree{root: fd}
+	if _, err := tree.ReadDir("."); !errors.Is(err, export.ErrLimit) {
+		t.Errorf("a directory of 12 entries past a bound of 10: %v, want export.ErrLimit", err)
+	}
+	maxExportDirEntries = 12
+	if ents, err := tree.ReadDir("."); err != nil || len(ents) != 12 {
+		t.Errorf("12 entries within a bound of 12: %d, %v", len(ents), err)
+	}
+	if _, err := tree.Open("fifo"); !errors.Is(err, export.ErrReplaced) {
+		t.Errorf("open a FIFO: %v, want export.ErrReplaced", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,5 +150,81 @@ func TestWriteCountsDirectories(t *testing.T) {
 	maxFiles = 100
 	if _, err := Write(context.Background(), Options{Tree: os.DirFS(src).(Tree), Dest: filepath.Join(t.TempDir(), "dirs"), PythonVersion: "3.11"}); err != nil {
 		t.Errorf("61 directories with maxFiles %d: %v", maxFiles, err)
+	}
+}
+
+// changingTree is os.DirFS(dir) whose entries in gone vanish (or, in
+// replaced, turn into a directory) as the walk reaches them: what an app
+// that runs on during the export does.
+type changingTree struct {
+	Tree
+	dir            string
+	gone, replaced map[string]bool
+}
+
+func (c changingTree) change(name string) {
+	p := filepath.Join(c.dir, filepath.FromSlash(name))
+	switch {
+	case c.gone[name]:
+		_ = os.RemoveAll(p)
+	case c.replaced[name]:
+		_ = os.RemoveAll(p)
+		_ = os.Mkdir(p, 0o755)
+	}
+}
+
+func (c changingTree) Open(name string) (fs.File, error) {
+	c.change(name)
+	return c.Tree.Open(name)
+}
+
+func (c changingTree) ReadDir(name string) ([]fs.DirEntry, error) {
+	c.change(name)
+	return c.Tree.ReadDir(name)
+}
+
+func (c changingTree) ReadLink(name string) (string, error) {
+	c.change(name)
+	return c.Tree.ReadLink(name)
+}
+
+// TestCopyTreeChangedUnderTheWalk: entries that go, or change type,
+// between the listing and the copy are left out and counted; the rest is
+// copied and the export goes on.
+func TestCopyTreeChangedUnderTheWalk(t *testing.T) {
+	src := writeTree(t, map[string]string{"app.py": "print(1)\n", "db.sqlite-journal": "j", "logs/old.log": "l", "tmp/upload": "u", "keep/a.txt": "a", "link": "->app.py"})
+	tree := changingTree{Tree: os.DirFS(src).(Tree), dir: src,
+		gone:     map[string]bool{"db.sqlite-journal": true, "tmp": true, "link": true},
+		replaced: map[string]bool{"logs/old.log": true}}
+	x := &exporter{o: Options{Tree: tree}, app: filepath.Join(t.TempDir(), AppDir), res: &Result{}}
+	if err := x.copyTree(context.Background()); err != nil {
+		t.Fatalf("copyTree: %v", err)
+	}
+	if x.res.Skipped != 4 || x.res.Files != 2 {
+		t.Errorf("skipped %d, files %d; want 4 and 2", x.res.Skipped, x.res.Files)
+	}
+	for _, p := range []string{"db.sqlite-journal", "tmp", "link", "logs/old.log"} {
+		if _, err := os.Lstat(filepath.Join(x.app, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s in the bundle: %v", p, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(x.app, "keep", "a.txt")); err != nil || string(b) != "a" {
+		t.Errorf("keep/a.txt: %q %v", b, err)
+	}
+}
+
+// TestCopyTreeEndsWithTheContext: a cancelled export stops copying.
+func TestCopyTreeEndsWithTheContext(t *testing.T) {
+	src := writeTree(t, map[string]string{"app.py": "print(1)\n"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	x := &exporter{o: Options{Tree: os.DirFS(src).(Tree)}, app: filepath.Join(t.TempDir(), AppDir), res: &Result{}}
+	if err := x.copyTree(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("copyTree with a cancelled context: %v", err)
+	}
+	// The copy of one file checks it too.
+	dst := filepath.Join(t.TempDir(), "app.py")
+	if _, _, err := x.copyFile(ctx, "app.py", dst, 1<<20); !errors.Is(err, context.Canceled) {
+		t.Fatalf("copyFile with a cancelled context: %v", err)
 	}
 }

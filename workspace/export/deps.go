@@ -3,6 +3,7 @@ package export
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,17 +30,57 @@ const (
 	maxJSONRead     = 4 << 20  // a package.json
 )
 
+// Variables so that the tests can lower them.
+var (
+	// maxEnvVisits bounds the entries of /env whose metadata is read
+	// (every *.dist-info and node module, valid or not).
+	maxEnvVisits = 2 * maxPackages
+	// maxEnvRead bounds the bytes of metadata read from /env in all.
+	maxEnvRead int64 = 64 << 20
+)
+
+// envReader reads /env's metadata within the bounds, until ctx ends.
+type envReader struct {
+	ctx    context.Context
+	env    fs.FS
+	visits int
+	read   int64
+}
+
+// visit counts an entry whose metadata is read next.
+func (r *envReader) visit() error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	if r.visits++; r.visits > maxEnvVisits {
+		return fmt.Errorf("%w: more than %d packages' metadata in /env", ErrLimit, maxEnvVisits)
+	}
+	return nil
+}
+
+// head reads up to max bytes of name, counted against maxEnvRead.
+func (r *envReader) head(name string, max int64) ([]byte, error) {
+	b, err := readHead(r.env, name, min(max, maxEnvRead-r.read+1))
+	r.read += int64(len(b))
+	if r.read > maxEnvRead {
+		return nil, fmt.Errorf("%w: more than %d MiB of package metadata in /env", ErrLimit, maxEnvRead>>20)
+	}
+	return b, err
+}
+
 // pipOwn are the packages a virtual environment holds for pip itself,
 // which pip freeze leaves out too.
 var pipOwn = []string{"pip", "setuptools", "wheel", "distribute", "pkg-resources"}
 
 // PythonPackages lists the distributions in env's site-packages
 // (lib/python3.*/site-packages/*.dist-info/METADATA: Name and Version),
-// sorted by name, without pip's own. env may be nil.
-func PythonPackages(env fs.FS) ([]Package, error) {
+// sorted by name, without pip's own. env may be nil. The reading is
+// bounded (maxEnvVisits, maxEnvRead) and ends with ctx.
+func PythonPackages(ctx context.Context, env fs.FS) ([]Package, error) {
 	if env == nil {
 		return nil, nil
 	}
+	rd := &envReader{ctx: ctx, env: env}
 	libs, err := fs.ReadDir(env, "lib")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -54,6 +95,9 @@ func PythonPackages(env fs.FS) ([]Package, error) {
 		}
 		sp := path.Join("lib", lib.Name(), "site-packages")
 		ents, err := fs.ReadDir(env, sp)
+		if errors.Is(err, ErrLimit) {
+			return nil, err
+		}
 		if err != nil {
 			continue // a python3.X without site-packages
 		}
@@ -64,7 +108,13 @@ func PythonPackages(env fs.FS) ([]Package, error) {
 			if len(out) >= maxPackages {
 				return nil, fmt.Errorf("%w: more than %d packages in /env", ErrLimit, maxPackages)
 			}
-			b, err := readHead(env, path.Join(sp, e.Name(), "METADATA"), maxMetadataRead)
+			if err := rd.visit(); err != nil {
+				return nil, err
+			}
+			b, err := rd.head(path.Join(sp, e.Name(), "METADATA"), maxMetadataRead)
+			if errors.Is(err, ErrLimit) {
+				return nil, err
+			}
 			if err != nil {
 				continue // a broken distribution is not one pip would list
 			}
@@ -159,47 +209,67 @@ func Requirements(project []byte, env []Package, needs []string) []byte {
 // (npm/package.json's dependencies, which npm install --prefix /env/npm
 // writes), else every package at the top of npm/node_modules, at its
 // version. env may be nil.
-func NodePackages(env fs.FS) (map[string]string, error) {
+func NodePackages(ctx context.Context, env fs.FS) (map[string]string, error) {
 	if env == nil {
 		return nil, nil
 	}
-	if b, err := readHead(env, "npm/package.json", maxJSONRead); err == nil {
+	rd := &envReader{ctx: ctx, env: env}
+	if b, err := rd.head("npm/package.json", maxJSONRead); err == nil {
 		var p struct {
 			Dependencies map[string]string `json:"dependencies"`
 		}
 		if err := json.Unmarshal(b, &p); err == nil && p.Dependencies != nil {
 			return validDeps(p.Dependencies)
 		}
+	} else if errors.Is(err, ErrLimit) {
+		return nil, err
 	}
 	ents, err := fs.ReadDir(env, "npm/node_modules")
+	if errors.Is(err, ErrLimit) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, nil
 	}
 	deps := map[string]string{}
-	add := func(dir string) {
-		b, err := readHead(env, path.Join("npm/node_modules", dir, "package.json"), maxJSONRead)
+	add := func(dir string) error {
+		if err := rd.visit(); err != nil {
+			return err
+		}
+		b, err := rd.head(path.Join("npm/node_modules", dir, "package.json"), maxJSONRead)
 		if err != nil {
-			return
+			if errors.Is(err, ErrLimit) {
+				return err
+			}
+			return nil
 		}
 		var p struct{ Name, Version string }
 		if json.Unmarshal(b, &p) == nil && p.Name == dir && p.Version != "" {
 			deps[p.Name] = p.Version
 		}
+		return nil
 	}
 	for _, e := range ents {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		if strings.HasPrefix(e.Name(), "@") {
-			sub, _ := fs.ReadDir(env, path.Join("npm/node_modules", e.Name()))
+			sub, err := fs.ReadDir(env, path.Join("npm/node_modules", e.Name()))
+			if errors.Is(err, ErrLimit) {
+				return nil, err
+			}
 			for _, s := range sub {
 				if s.IsDir() {
-					add(e.Name() + "/" + s.Name())
+					if err := add(e.Name() + "/" + s.Name()); err != nil {
+						return nil, err
+					}
 				}
 			}
 			continue
 		}
-		add(e.Name())
+		if err := add(e.Name()); err != nil {
+			return nil, err
+		}
 	}
 	return validDeps(deps)
 }

@@ -1,7 +1,11 @@
 package export
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -23,7 +27,7 @@ func envFS() fstest.MapFS {
 }
 
 func TestPythonPackages(t *testing.T) {
-	got, err := PythonPackages(envFS())
+	got, err := PythonPackages(context.Background(), envFS())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +35,7 @@ func TestPythonPackages(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("PythonPackages = %+v, want %+v (pip and a version with spaces left out)", got, want)
 	}
-	if got, _ := PythonPackages(fstest.MapFS{}); len(got) != 0 {
+	if got, _ := PythonPackages(context.Background(), fstest.MapFS{}); len(got) != 0 {
 		t.Fatalf("an empty /env: %+v", got)
 	}
 }
@@ -50,7 +54,7 @@ func TestRequirements(t *testing.T) {
 }
 
 func TestNodePackages(t *testing.T) {
-	got, err := NodePackages(envFS())
+	got, err := NodePackages(context.Background(), envFS())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +64,7 @@ func TestNodePackages(t *testing.T) {
 	env := envFS()
 	delete(env, "npm/package.json")
 	env["npm/node_modules/@scope/pkg/package.json"] = &fstest.MapFile{Data: []byte(`{"name":"@scope/pkg","version":"2.0.0"}`)}
-	got, _ = NodePackages(env)
+	got, _ = NodePackages(context.Background(), env)
 	if len(got) != 2 || got["left-pad"] != "1.3.0" || got["@scope/pkg"] != "2.0.0" {
 		t.Fatalf("NodePackages from node_modules = %v", got)
 	}
@@ -98,5 +102,45 @@ func TestPackageJSON(t *testing.T) {
 	}
 	if _, err := PackageJSON([]byte("[1]"), "x", nil, App{}); err == nil {
 		t.Fatal("a package.json that is not an object was taken")
+	}
+}
+
+// TestEnvReadBounded: however many entries /env holds that are not
+// packages, what is read of them is bounded, and a cancelled export stops.
+func TestEnvReadBounded(t *testing.T) {
+	defer func(v int, r int64) { maxEnvVisits, maxEnvRead = v, r }(maxEnvVisits, maxEnvRead)
+	maxEnvVisits, maxEnvRead = 50, 64<<10
+	bogus := fstest.MapFS{}
+	for i := range 60 {
+		bogus[fmt.Sprintf("lib/python3.11/site-packages/x%d.dist-info/METADATA", i)] = &fstest.MapFile{Data: []byte("not metadata\n")}
+		bogus[fmt.Sprintf("npm/node_modules/m%d/package.json", i)] = &fstest.MapFile{Data: []byte("{not json")}
+	}
+	if _, err := PythonPackages(context.Background(), bogus); !errors.Is(err, ErrLimit) {
+		t.Errorf("60 broken distributions past a bound of 50: %v, want ErrLimit", err)
+	}
+	if _, err := NodePackages(context.Background(), bogus); !errors.Is(err, ErrLimit) {
+		t.Errorf("60 broken node modules past a bound of 50: %v, want ErrLimit", err)
+	}
+	// Few entries, but big: the bytes are bounded.
+	big := fstest.MapFS{}
+	for i := range 4 {
+		big[fmt.Sprintf("npm/node_modules/m%d/package.json", i)] = &fstest.MapFile{Data: bytes.Repeat([]byte(" "), 30<<10)}
+	}
+	if _, err := NodePackages(context.Background(), big); !errors.Is(err, ErrLimit) {
+		t.Errorf("120 KiB of package.json past a bound of 64 KiB: %v, want ErrLimit", err)
+	}
+	// Within the bounds, the valid packages still come.
+	if got, err := PythonPackages(context.Background(), envFS()); err != nil || len(got) != 2 {
+		t.Errorf("envFS within the bounds: %v %v", got, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := PythonPackages(ctx, envFS()); !errors.Is(err, context.Canceled) {
+		t.Errorf("PythonPackages cancelled: %v", err)
+	}
+	env := envFS()
+	delete(env, "npm/package.json")
+	if _, err := NodePackages(ctx, env); !errors.Is(err, context.Canceled) {
+		t.Errorf("NodePackages cancelled: %v", err)
 	}
 }

@@ -11,4 +11,7 @@ var (
 	ErrInvalid = errors.New("invalid export request")
 	// ErrLimit: the tree is over one of the export's bounds (tree.go, deps.go).
 	ErrLimit = errors.New("export limit exceeded")
+	// ErrReplaced: a Tree's Open found something other than a regular file
+	// at a path that was one when listed (the sandbox changed it).
+	ErrReplaced = errors.New("not a regular file any more (replaced while exported)")
 )

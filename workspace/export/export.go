@@ -63,7 +63,9 @@ type Result struct {
 	App   App
 	// Image is set with FormatOCI.
 	Image *Image
-	// Skipped counts the special files (FIFOs, sockets, devices) left out.
+	// Skipped counts the entries left out: special files (FIFOs, sockets,
+	// devices), and those that changed under the walk (gone, or of
+	// another type, as the app wrote on).
 	Skipped int
 }
 
@@ -103,7 +105,7 @@ func Write(ctx context.Context, o Options) (res *Result, err error) {
 	x.res.App = app
 	b := Bundle{Name: o.Name, App: app}
 	x.progress("writing the packages")
-	if err := x.writePackages(&b); err != nil {
+	if err := x.writePackages(ctx, &b); err != nil {
 		return nil, err
 	}
 	version := o.PythonVersion
@@ -268,12 +270,12 @@ func (x *exporter) progress(msg string) {
 
 // writePackages writes app/requirements.txt and app/package.json, as the
 // app's language and /env's packages ask.
-func (x *exporter) writePackages(b *Bundle) error {
-	py, err := PythonPackages(x.o.Env)
+func (x *exporter) writePackages(ctx context.Context, b *Bundle) error {
+	py, err := PythonPackages(ctx, x.o.Env)
 	if err != nil {
 		return err
 	}
-	node, err := NodePackages(x.o.Env)
+	node, err := NodePackages(ctx, x.o.Env)
 	if err != nil {
 		return err
 	}

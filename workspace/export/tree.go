@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Tree is a read-only file tree, the workspace as its sandbox sees it:
@@ -94,6 +96,12 @@ func (x *exporter) copyTree(ctx context.Context) error {
 				return err
 			}
 			ents, err := x.o.Tree.ReadDir(dir)
+			if dir != "." && changed(err) {
+				// Gone since its level was listed (the app runs on).
+				_ = os.Remove(filepath.Join(x.app, filepath.FromSlash(dir)))
+				x.res.Skipped++
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("list %s in the workspace: %w", short(dir), err)
 			}
@@ -134,6 +142,10 @@ func (x *exporter) copyTree(ctx context.Context) error {
 				level = append(level, it.rel)
 			case it.typ&fs.ModeSymlink != 0:
 				target, err := x.o.Tree.ReadLink(it.rel)
+				if changed(err) {
+					x.res.Skipped++
+					continue
+				}
 				if err != nil {
 					return fmt.Errorf("read the symlink %s in the workspace: %w", short(it.rel), err)
 				}
@@ -148,9 +160,13 @@ func (x *exporter) copyTree(ctx context.Context) error {
 				x.entries++
 				x.res.Files++
 			case it.typ.IsRegular():
-				n, err := x.copyFile(it.rel, dst, maxTreeBytes-bytes)
+				n, gone, err := x.copyFile(ctx, it.rel, dst, maxTreeBytes-bytes)
 				if err != nil {
 					return err
+				}
+				if gone {
+					x.res.Skipped++
+					continue
 				}
 				bytes += n
 			default:
@@ -159,6 +175,15 @@ func (x *exporter) copyTree(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// changed says whether err is the tree changing under the walk: an entry
+// listed is gone (a temporary file, a journal, a rotated log), or is of
+// another type now. Such an entry is left out, as a copy made a moment
+// later would have it; anything else fails the export.
+func changed(err error) bool {
+	return err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrReplaced) ||
+		errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EINVAL))
 }
 
 // ignored asks the Ignorer about one level (directories with a "/" at
@@ -190,19 +215,23 @@ func (x *exporter) ignored(ctx context.Context, items []item) (map[string]bool, 
 
 // copyFile copies the regular file rel to dst (mode 0644, or 0755 when it
 // is executable) and returns its size; budget is what the tree may still
-// hold.
-func (x *exporter) copyFile(rel, dst string, budget int64) (int64, error) {
+// hold. The copy ends with ctx. gone: the file changed under the walk
+// (changed) and was not copied.
+func (x *exporter) copyFile(ctx context.Context, rel, dst string, budget int64) (n int64, gone bool, err error) {
 	f, err := x.o.Tree.Open(rel)
+	if changed(err) {
+		return 0, true, nil
+	}
 	if err != nil {
-		return 0, fmt.Errorf("open %s in the workspace: %w", short(rel), err)
+		return 0, false, fmt.Errorf("open %s in the workspace: %w", short(rel), err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("stat %s in the workspace: %w", short(rel), err)
+		return 0, false, fmt.Errorf("stat %s in the workspace: %w", short(rel), err)
 	}
 	if !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s in the workspace is not a regular file any more", short(rel))
+		return 0, true, nil
 	}
 	mode := os.FileMode(0o644)
 	if st.Mode()&0o100 != 0 {
@@ -210,9 +239,9 @@ func (x *exporter) copyFile(rel, dst string, budget int64) (int64, error) {
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return 0, fmt.Errorf("write %s: %w", short(rel), err)
+		return 0, false, fmt.Errorf("write %s: %w", short(rel), err)
 	}
-	var r io.Reader = io.LimitReader(f, budget+1)
+	var r io.Reader = io.LimitReader(ctxReader{ctx, f}, budget+1)
 	if limit, whole, counted := keepHead(rel); limit > 0 && !strings.Contains(rel, "/") && (!counted || x.heads < maxHeads) {
 		// Detection and writePackages read these top-level files: their
 		// heads are kept (a bounded few), requirements.txt and
@@ -223,33 +252,46 @@ func (x *exporter) copyFile(rel, dst string, budget int64) (int64, error) {
 		read, err := io.ReadAll(io.LimitReader(f, limit+1))
 		if err != nil {
 			out.Close()
-			return 0, fmt.Errorf("copy %s: %w", short(rel), err)
+			return 0, false, fmt.Errorf("copy %s: %w", short(rel), err)
 		}
 		if whole && int64(len(read)) > limit {
 			out.Close()
-			return 0, fmt.Errorf("%w: the workspace's %s is over %d MiB, more than an export reads", ErrLimit, rel, limit>>20)
+			return 0, false, fmt.Errorf("%w: the workspace's %s is over %d MiB, more than an export reads", ErrLimit, rel, limit>>20)
 		}
 		head := slices.Clone(read[:min(int64(len(read)), limit)])
 		if counted {
 			x.heads += len(head)
 		}
 		x.top[rel] = head
-		r = io.MultiReader(bytes.NewReader(read), io.LimitReader(f, budget+1-int64(len(read))))
+		r = io.MultiReader(bytes.NewReader(read), io.LimitReader(ctxReader{ctx, f}, budget+1-int64(len(read))))
 	}
-	n, err := io.Copy(out, r)
+	n, err = io.Copy(out, r)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("copy %s: %w", short(rel), err)
+		return 0, false, fmt.Errorf("copy %s: %w", short(rel), err)
 	}
 	if n > budget {
-		return 0, fmt.Errorf("%w: the workspace's files are over %d GiB", ErrLimit, maxTreeBytes>>30)
+		return 0, false, fmt.Errorf("%w: the workspace's files are over %d GiB", ErrLimit, maxTreeBytes>>30)
 	}
 	x.entries++
 	x.res.Files++
 	x.res.Bytes += n
-	return n, nil
+	return n, false, nil
+}
+
+// ctxReader is r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // short is a path for a message: a long one is cut in the middle.
