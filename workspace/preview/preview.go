@@ -234,16 +234,33 @@ func (s *Server) cookieOK(r *http.Request) bool {
 }
 
 // stripCookie removes every preview cookie from the request: the app
-// never sees a token.
+// never sees a token. The app's own cookies go on byte for byte (quoted
+// values, bytes Go's cookie parser refuses), in their order.
 func (s *Server) stripCookie(r *http.Request) {
-	cs := r.Cookies()
-	r.Header.Del("Cookie")
+	lines := r.Header.Values("Cookie")
+	if len(lines) == 0 {
+		return
+	}
 	var keep []string
-	for _, c := range cs {
-		if !strings.HasPrefix(c.Name, cookiePrefix) {
-			keep = append(keep, c.Name+"="+c.Value)
+	dropped := false
+	for _, line := range lines {
+		for _, part := range strings.Split(line, ";") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			name, _, _ := strings.Cut(part, "=")
+			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(name)), cookiePrefix) {
+				dropped = true
+				continue
+			}
+			keep = append(keep, part)
 		}
 	}
+	if !dropped {
+		return
+	}
+	r.Header.Del("Cookie")
 	if len(keep) > 0 {
 		r.Header.Set("Cookie", strings.Join(keep, "; "))
 	}

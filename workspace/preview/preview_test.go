@@ -159,6 +159,20 @@ func TestPreviewTokenAndCookie(t *testing.T) {
 			t.Errorf("cookie from %s: %d %q", site, code, body)
 		}
 	}
+	// The app's own cookies reach it as the browser sent them (a quoted
+	// value, UTF-8), the preview's left out wherever they are.
+	req, _ := http.NewRequest("GET", base+"next", nil)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Cookie", `a="b c"; `+s.cookie+`=`+s.token+`; u=café; `+strings.ToUpper(s.cookie)+embedSuffix+`=x;flag`)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "cookie=a=\"b c\"; u=café; flag host="; resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("the app's cookies: %d %q, want %q", resp.StatusCode, b, want)
+		}
+	}
 	// A name that is not this machine's loopback (DNS rebinding): 403.
 	if code, _, _ := get(t, c, s.URL(), map[string]string{"Host": "evil.example:80"}); code != http.StatusForbidden {
 		t.Errorf("Host evil.example: %d", code)
