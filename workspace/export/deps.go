@@ -394,19 +394,26 @@ func orderedObject(b []byte) ([]field, error) {
 // npmName makes name a valid npm package name.
 func npmName(name string) string {
 	var b strings.Builder
+	sep := true // no separator first
 	for _, r := range strings.ToLower(name) {
 		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '.', r == '_':
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 			b.WriteRune(r)
-		default:
+			sep = false
+		case !sep && (r == '-' || r == '.' || r == '_'):
+			b.WriteRune(r)
+			sep = true
+		case !sep:
 			b.WriteByte('-')
+			sep = true
 		}
 	}
-	s := strings.Trim(b.String(), "-._")
+	s := b.String()
+	s = strings.TrimRight(s[:min(len(s), 100)], "-._")
 	if s == "" {
 		s = "app"
 	}
-	return s[:min(len(s), 100)]
+	return s
 }
 
 // readHead reads at most limit bytes of the regular file name in fsys.

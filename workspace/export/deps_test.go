@@ -144,3 +144,23 @@ func TestEnvReadBounded(t *testing.T) {
 		t.Errorf("NodePackages cancelled: %v", err)
 	}
 }
+
+// TestNpmName: every directory name gives a name the export takes (one
+// separator between letters and digits, at most 100 bytes).
+func TestNpmName(t *testing.T) {
+	for in, want := range map[string]string{
+		"greeter":                             "greeter",
+		"My  App":                             "my-app",
+		"my--app":                             "my-app",
+		"a.-_b":                               "a.b",
+		"..hidden":                            "hidden",
+		"café_ünï":                            "caf-n",
+		"日本":                                  "app",
+		"x-" + strings.Repeat("y", 97) + "-z": "x-" + strings.Repeat("y", 97),
+	} {
+		got := npmName(in)
+		if got != want || !reName.MatchString(got) || len(got) > 100 {
+			t.Errorf("npmName(%q) = %q, want %q (valid)", in, got, want)
+		}
+	}
+}
