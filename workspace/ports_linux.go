@@ -40,7 +40,7 @@ func (w *Workspace) notePorts(sb *sandbox.Sandbox) bool {
 		}
 	}
 	w.pmu.Lock()
-	if w.portHolds > 0 {
+	if w.portHolds > 0 && sb != nil { // a sandbox that ended has no ports, held or not
 		w.pmu.Unlock()
 		return false
 	}
@@ -66,17 +66,31 @@ func (w *Workspace) notePorts(sb *sandbox.Sandbox) bool {
 // ports are reported; release(true), once the kernel is ready, marks the
 // ports that began listening meanwhile as the kernel's own (ipykernel
 // listens on a TCP port of its own), never reported while they listen.
-// release(false): the start failed.
+// release(false): the start failed. What listened when the hold began
+// (read at once, while the kernel's interpreter loads) is not the
+// kernel's, reported or not yet.
 func (w *Workspace) HoldPorts() (release func(own bool)) {
 	w.pmu.Lock()
 	w.portHolds++
 	w.pmu.Unlock()
+	before := make(chan map[int]bool, 1)
+	go func() {
+		set := map[int]bool{}
+		if sb := w.Sandbox(); sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
+			ports, _ := listeningPorts(sb.InitPID())
+			for _, p := range ports {
+				set[p] = true
+			}
+		}
+		before <- set
+	}()
 	var once sync.Once
 	return func(own bool) {
 		once.Do(func() {
-			// The read (about 2 ms) is not the kernel start's to wait
-			// for: the hold lasts until it is done.
+			// The reads (about 2 ms) are not the kernel start's to wait
+			// for: the hold lasts until they are done.
 			go func() {
+				base := <-before
 				var now []int
 				if sb := w.Sandbox(); own && sb != nil && sb.Listener(sandbox.ListenerHTTPProxy) != nil {
 					now, _ = listeningPorts(sb.InitPID())
@@ -85,7 +99,7 @@ func (w *Workspace) HoldPorts() (release func(own bool)) {
 				defer w.pmu.Unlock()
 				w.portHolds--
 				for _, p := range now {
-					if !slices.Contains(w.ports, p) {
+					if !base[p] && !slices.Contains(w.ports, p) {
 						if w.ownPorts == nil {
 							w.ownPorts = make(map[int]bool)
 						}

@@ -27,3 +27,18 @@ func TestParseListening(t *testing.T) {
 		t.Errorf("empty: %v", got)
 	}
 }
+
+// TestPortsClearedWhenTheSandboxEndsDuringAHold: a sandbox that ends while
+// a kernel starts takes its ports with it; the clear is not held back, so
+// no client keeps offering a dead server.
+func TestPortsClearedWhenTheSandboxEndsDuringAHold(t *testing.T) {
+	var got [][]int
+	w := &Workspace{m: &Manager{opts: Options{OnPorts: func(_ string, ports []int) { got = append(got, ports) }}}, id: "ws-x"}
+	w.ports, w.ownPorts, w.portHolds = []int{8000}, map[int]bool{9000: true}, 1
+	if !w.notePorts(nil) {
+		t.Fatal("notePorts(nil) during a hold was not done")
+	}
+	if len(got) != 1 || len(got[0]) != 0 || len(w.Ports()) != 0 || len(w.ownPorts) != 0 {
+		t.Fatalf("after the sandbox ended: reported %v, ports %v, own %v", got, w.Ports(), w.ownPorts)
+	}
+}

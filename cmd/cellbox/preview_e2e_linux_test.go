@@ -234,4 +234,9 @@ func TestPreviewKernelsOwnPorts(t *testing.T) {
 			t.Fatalf("workspace/ports announced %v after the restart", set)
 		}
 	}
+	// A server that listens as another kernel starts, before any report
+	// named it, is the user's: announced once the start is over.
+	printed(t, d.c, kid, "srv2 = start(8002)")
+	startKernel(t, d.c, protocol.KernelStartParams{Language: "jupyter:python3", WorkspaceID: ws})
+	waitPorts(t, d.c, ws, []int{8001, 8002})
 }
