@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -76,22 +77,53 @@ type Image struct {
 	Digest, Layout, Ref, Base string
 }
 
-// Write writes the bundle. On an error, what it wrote is removed (and
-// Dest too when Write made it).
+// Write writes the bundle. It is written in a new directory beside Dest
+// and renamed to Dest when whole: Dest never holds half a bundle, two
+// exports to one Dest cannot mix (the second finds it not empty), and on
+// an error what was written is removed.
 func Write(ctx context.Context, o Options) (res *Result, err error) {
 	start := time.Now()
 	if err := checkOptions(&o); err != nil {
 		return nil, err
 	}
-	made, err := prepareDest(o.Dest)
+	mode, err := checkDest(o.Dest)
 	if err != nil {
 		return nil, err
 	}
+	dest := o.Dest
+	o.Dest, err = os.MkdirTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".export-")
+	if err != nil {
+		return nil, fmt.Errorf("%w: create a directory beside dest: %v", ErrInvalid, err)
+	}
 	defer func() {
 		if err != nil {
-			cleanDest(o.Dest, made)
+			os.RemoveAll(o.Dest)
 		}
 	}()
+	if err := os.Chmod(o.Dest, mode); err != nil {
+		return nil, fmt.Errorf("set the mode of %s: %w", o.Dest, err)
+	}
+	res, err = write(ctx, o, start)
+	if err != nil {
+		return nil, err
+	}
+	// rename(2) itself: it replaces an empty directory, which os.Rename
+	// refuses.
+	if err := syscall.Rename(o.Dest, dest); err != nil {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("%w: dest %s is not empty any more (written while the export ran): give a new or empty directory", ErrInvalid, dest)
+		}
+		return nil, fmt.Errorf("move the bundle to %s: %w", dest, err)
+	}
+	res.Path = dest
+	if res.Image != nil {
+		res.Image.Layout = filepath.Join(dest, ImageDir)
+	}
+	return res, nil
+}
+
+// write writes the bundle in o.Dest, a new empty directory.
+func write(ctx context.Context, o Options, start time.Time) (*Result, error) {
 	x := &exporter{o: o, app: filepath.Join(o.Dest, AppDir), res: &Result{Path: o.Dest}}
 	x.progress("copying the workspace's files")
 	if err := x.copyTree(ctx); err != nil {
@@ -180,45 +212,31 @@ func checkOptions(o *Options) error {
 	return nil
 }
 
-// prepareDest makes dest, or checks that it is an empty directory. made:
-// Write made it.
-func prepareDest(dest string) (made bool, err error) {
+// checkDest checks that dest is missing (its parent is made) or an empty
+// directory, and returns the mode the bundle's directory gets: dest's
+// own, or 0755.
+func checkDest(dest string) (os.FileMode, error) {
 	st, err := os.Lstat(dest)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-			return false, fmt.Errorf("%w: create the parent of dest: %v", ErrInvalid, err)
+			return 0, fmt.Errorf("%w: create the parent of dest: %v", ErrInvalid, err)
 		}
-		if err := os.Mkdir(dest, 0o755); err != nil {
-			return false, fmt.Errorf("%w: create dest: %v", ErrInvalid, err)
-		}
-		return true, nil
+		return 0o755, nil
 	case err != nil:
-		return false, fmt.Errorf("%w: dest: %v", ErrInvalid, err)
+		return 0, fmt.Errorf("%w: dest: %v", ErrInvalid, err)
 	case !st.IsDir():
-		return false, fmt.Errorf("%w: dest %s exists and is not a directory", ErrInvalid, dest)
+		return 0, fmt.Errorf("%w: dest %s exists and is not a directory", ErrInvalid, dest)
 	}
 	f, err := os.Open(dest)
 	if err != nil {
-		return false, fmt.Errorf("%w: dest: %v", ErrInvalid, err)
+		return 0, fmt.Errorf("%w: dest: %v", ErrInvalid, err)
 	}
 	defer f.Close()
 	if names, _ := f.Readdirnames(1); len(names) > 0 {
-		return false, fmt.Errorf("%w: dest %s is not empty: give a new or empty directory", ErrInvalid, dest)
+		return 0, fmt.Errorf("%w: dest %s is not empty: give a new or empty directory", ErrInvalid, dest)
 	}
-	return false, nil
-}
-
-// cleanDest removes what a failed export wrote.
-func cleanDest(dest string, made bool) {
-	if made {
-		os.RemoveAll(dest)
-		return
-	}
-	ents, _ := os.ReadDir(dest)
-	for _, e := range ents {
-		os.RemoveAll(filepath.Join(dest, e.Name()))
-	}
+	return st.Mode().Perm(), nil
 }
 
 // exporter is one Write under way.

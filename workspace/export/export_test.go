@@ -3,9 +3,11 @@ package export
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -155,5 +157,83 @@ func TestWriteLongName(t *testing.T) {
 	_, err := Write(context.Background(), Options{Tree: os.DirFS(src).(Tree), Dest: dest})
 	if !errors.Is(err, ErrLimit) || len(err.Error()) > 400 {
 		t.Fatalf("Write of a path over %d bytes: %v", maxPath, err)
+	}
+}
+
+// TestWriteWholeOrNothing: a bundle is written beside dest and moved there
+// whole. Exports racing to one dest: one bundle wins, the others fail
+// with ErrInvalid, and nothing of theirs is left; a failed export leaves
+// dest as it was; an empty dest keeps its mode.
+func TestWriteWholeOrNothing(t *testing.T) {
+	src := writeTree(t, map[string]string{"app.py": "print('hi')\n", "data/a.txt": strings.Repeat("a", 1<<20)})
+	parent := t.TempDir()
+	dest := filepath.Join(parent, "race")
+	const n = 4
+	errs := make(chan error, n)
+	var (
+		mu    sync.Mutex
+		saw   []string
+		start = make(chan struct{})
+	)
+	for range n {
+		go func() {
+			<-start
+			res, err := Write(context.Background(), Options{Tree: os.DirFS(src).(Tree), Dest: dest,
+				Progress: func(string) {
+					// dest never holds half a bundle.
+					if ents, _ := os.ReadDir(dest); len(ents) > 0 && len(ents) < 5 {
+						mu.Lock()
+						saw = append(saw, fmt.Sprint(len(ents)))
+						mu.Unlock()
+					}
+				}})
+			if err == nil && res.Path != dest {
+				err = fmt.Errorf("path %s", res.Path)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	won := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case !errors.Is(err, ErrInvalid):
+			t.Errorf("a losing export: %v, want ErrInvalid", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d exports to one dest succeeded, want 1", won)
+	}
+	if len(saw) > 0 {
+		t.Errorf("dest seen half written: %v entries", saw)
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, "app", "data", "a.txt")); err != nil || len(b) != 1<<20 {
+		t.Errorf("the bundle: %d bytes, %v", len(b), err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 1 {
+		t.Errorf("beside dest: %v, want only dest", ents)
+	}
+
+	// A failed export: an empty dest stays, empty, with its mode.
+	empty := filepath.Join(parent, "empty")
+	if err := os.Mkdir(empty, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(context.Background(), Options{Tree: os.DirFS(src).(Tree), Dest: empty, Command: []string{""}}); err == nil {
+		t.Fatal("an export with an empty command succeeded")
+	}
+	if ents, err := os.ReadDir(empty); err != nil || len(ents) != 0 {
+		t.Errorf("a failed export into an empty dest left %v %v", ents, err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 2 {
+		t.Errorf("beside dest after a failure: %v", ents)
+	}
+	if _, err := Write(context.Background(), Options{Tree: os.DirFS(src).(Tree), Dest: empty}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(empty); err != nil || st.Mode().Perm() != 0o750 {
+		t.Errorf("an empty dest's mode after the export: %v %v, want 0750", st.Mode(), err)
 	}
 }
