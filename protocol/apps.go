@@ -40,12 +40,19 @@ type Preview struct {
 	PreviewID string `json:"previewId"`
 	// Port is the port inside the sandbox.
 	Port int `json:"port"`
-	// URL is where a browser opens it: a loopback origin of its own (never
-	// the IDE's), with the preview's token in the query; the first request
-	// with it sets a cookie for that origin only.
+	// URL is where it is reached from the host: a loopback origin of its
+	// own (never the IDE's), with the preview's token in the query; the
+	// first request with it sets a cookie for that origin only.
 	URL string `json:"url"`
 	// WorkspaceID is the workspace the server runs in. Extension.
 	WorkspaceID string `json:"workspaceId,omitempty"`
+	// BrowserURL is where a browser opens it: the same server at a name
+	// of its own under .localhost (http://pv-ID.localhost:PORT/), which
+	// browsers resolve to the loopback themselves, with a token of its
+	// own. A site of its own: its cookies are shared with no other preview
+	// and nothing else served on the loopback. Programs, whose resolvers
+	// do not know such names, use URL. Extension.
+	BrowserURL string `json:"browserUrl,omitempty"`
 }
 
 // PreviewIDParams name one preview (`workspace/unexposePort`).

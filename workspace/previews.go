@@ -25,7 +25,7 @@ type previewEntry struct {
 }
 
 func (p *previewEntry) info(workspaceID string) protocol.Preview {
-	return protocol.Preview{PreviewID: p.id, Port: p.port, URL: p.srv.URL(), WorkspaceID: workspaceID}
+	return protocol.Preview{PreviewID: p.id, Port: p.port, URL: p.srv.URL(), WorkspaceID: workspaceID, BrowserURL: p.srv.BrowserURL()}
 }
 
 // ExposePort makes a server listening on port in the workspace's sandbox
@@ -60,15 +60,17 @@ func (w *Workspace) ExposePort(port int) (protocol.Preview, error) {
 	if _, err := rand.Read(raw[:]); err != nil {
 		return protocol.Preview{}, fmt.Errorf("preview id: %w", err)
 	}
+	id := "pv-" + hex.EncodeToString(raw[:])
 	srv, err := preview.Start(preview.Options{
 		Dial:   func(ctx context.Context) (net.Conn, error) { return w.dialPort(ctx, port) },
 		Port:   port,
+		Name:   id + ".localhost",
 		Logger: w.m.log.With("workspace", w.id, "port", port),
 	})
 	if err != nil {
 		return protocol.Preview{}, fmt.Errorf("expose port %d of workspace %s: %w", port, w.id, err)
 	}
-	p := &previewEntry{id: "pv-" + hex.EncodeToString(raw[:]), port: port, srv: srv}
+	p := &previewEntry{id: id, port: port, srv: srv}
 	w.previews = append(w.previews, p)
 	w.m.log.Info("port exposed", "workspace", w.id, "port", port, "preview", p.id, "addr", srv.Addr().String())
 	return p.info(w.id), nil

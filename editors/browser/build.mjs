@@ -44,11 +44,12 @@ const csp = [
   // which frame-src does not govern; they inherit this policy, so no
   // script of theirs runs. Previews of the sandbox's servers are framed
   // from their own loopback origins (a port of their own, never this
-  // page's origin): loopback is all that may be framed, nothing else.
-  // IPv6's [::1] cannot be named: CSP's host grammar has no IPv6 literal
-  // (chromium ignores http://[::1]:* with a console error), so previews
-  // are served on 127.0.0.1.
-  "frame-src http://127.0.0.1:* http://localhost:*",
+  // page's origin, at a name of their own under .localhost, which the
+  // browser resolves to the loopback itself): loopback is all that may be
+  // framed, nothing else. IPv6's [::1] cannot be named: CSP's host
+  // grammar has no IPv6 literal (chromium ignores http://[::1]:* with a
+  // console error), so previews are served on 127.0.0.1.
+  "frame-src http://127.0.0.1:* http://localhost:* http://*.localhost:*",
   "base-uri 'none'",
   "form-action 'none'",
   "frame-ancestors 'none'",

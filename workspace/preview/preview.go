@@ -54,6 +54,11 @@ func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 type Options struct {
 	// Host is the loopback address to listen on (default 127.0.0.1).
 	Host string
+	// Name is the preview's own host name under .localhost, which
+	// browsers resolve to the loopback themselves (BrowserURL): a site
+	// of its own, so that no other preview, and nothing else served on
+	// the loopback, shares its cookies. "": no BrowserURL.
+	Name string
 	// Dial opens one connection to the server in the sandbox. An error
 	// wrapping ErrNotListening means nothing listens yet.
 	Dial func(ctx context.Context) (net.Conn, error)
@@ -69,9 +74,11 @@ type Server struct {
 	opts   Options
 	ln     net.Listener
 	srv    *http.Server
-	token  string
+	token  string // of URL (Host: a loopback address or localhost)
+	btoken string // of BrowserURL (Host: Name)
 	cookie string
 	url    string
+	burl   string
 	rp     *httputil.ReverseProxy
 	tr     *http.Transport
 	once   sync.Once
@@ -95,7 +102,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	var raw [24]byte
+	opts.Name = strings.ToLower(opts.Name)
+	if opts.Name != "" && (!strings.HasSuffix(opts.Name, ".localhost") || strings.ContainsAny(opts.Name, ":/[]") || len(opts.Name) > 253) {
+		return nil, fmt.Errorf("preview: %q is not a name under .localhost", opts.Name)
+	}
+	var raw [48]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, fmt.Errorf("preview token: %w", err)
 	}
@@ -103,11 +114,15 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preview of port %d: listen on %s: %w", opts.Port, opts.Host, err)
 	}
-	s := &Server{opts: opts, ln: ln, token: base64.RawURLEncoding.EncodeToString(raw[:])}
+	s := &Server{opts: opts, ln: ln, token: base64.RawURLEncoding.EncodeToString(raw[:24]), btoken: base64.RawURLEncoding.EncodeToString(raw[24:])}
 	port := ln.Addr().(*net.TCPAddr).Port
 	s.cookie = cookiePrefix + strconv.Itoa(port)
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort(opts.Host, strconv.Itoa(port)), Path: "/", RawQuery: Param + "=" + s.token}
 	s.url = u.String()
+	if opts.Name != "" {
+		u.Host, u.RawQuery = net.JoinHostPort(opts.Name, strconv.Itoa(port)), Param+"="+s.btoken
+		s.burl = u.String()
+	}
 	s.tr = &http.Transport{
 		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return opts.Dial(ctx) },
 		MaxIdleConnsPerHost:    16,
@@ -162,8 +177,13 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// URL is where a browser opens the preview, token included.
+// URL is the preview at its loopback address, token included: what any
+// program on the machine can open.
 func (s *Server) URL() string { return s.url }
+
+// BrowserURL is the preview at its own name (Options.Name), with a token
+// of its own: what a browser opens. "" without a Name.
+func (s *Server) BrowserURL() string { return s.burl }
 
 // Addr is the preview's listening address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
@@ -179,13 +199,21 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !loopbackHost(r.Host) {
-		http.Error(w, "preview: the Host header must name this machine's loopback", http.StatusForbidden)
+	// Which URL the request is of: each has its own token, and its
+	// cookies are of its own host. A page at BrowserURL reads its token
+	// from its address; with it, it cannot open URL's host, whose cookies
+	// are every loopback service's.
+	token := s.token
+	switch host := hostOf(r.Host); {
+	case s.opts.Name != "" && host == s.opts.Name:
+		token = s.btoken
+	case !loopbackHost(host):
+		http.Error(w, "preview: the Host header must name this machine's loopback or this preview", http.StatusForbidden)
 		return
 	}
 	q := r.URL.Query()
 	if tok, ok := q[Param]; ok {
-		if len(tok) != 1 || !s.valid(tok[0]) {
+		if len(tok) != 1 || !valid(tok[0], token) {
 			s.unauthorized(w)
 			return
 		}
@@ -195,12 +223,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// webview): SameSite=None needs Secure, which browsers accept from
 		// loopback origins over http. Neither is taken from another origin
 		// (cookieOK).
-		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		http.SetCookie(w, &http.Cookie{Name: s.cookie + embedSuffix, Value: s.token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteNoneMode})
+		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: s.cookie + embedSuffix, Value: token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteNoneMode, Partitioned: true})
 		q.Del(Param) // the app never sees it
 		r.URL.RawQuery = q.Encode()
 		r.RequestURI = ""
-	} else if !s.cookieOK(r) {
+	} else if !s.cookieOK(r, token) {
 		s.unauthorized(w)
 		return
 	}
@@ -208,13 +236,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.rp.ServeHTTP(w, r)
 }
 
-func (s *Server) valid(tok string) bool {
-	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) == 1
+func valid(tok, want string) bool {
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1
 }
 
-// cookieOK: the request carries this preview's cookie and does not come
-// from another origin.
-func (s *Server) cookieOK(r *http.Request) bool {
+// cookieOK: the request carries this preview's cookie, of token, and does
+// not come from another origin.
+func (s *Server) cookieOK(r *http.Request, token string) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 	default:
@@ -226,7 +254,7 @@ func (s *Server) cookieOK(r *http.Request) bool {
 		return false
 	}
 	for _, c := range r.Cookies() {
-		if (c.Name == s.cookie || c.Name == s.cookie+embedSuffix) && s.valid(c.Value) {
+		if (c.Name == s.cookie || c.Name == s.cookie+embedSuffix) && valid(c.Value, token) {
 			return true
 		}
 	}
@@ -306,14 +334,20 @@ func stripSetCookie(h http.Header) {
 	}
 }
 
-// loopbackHost: a Host header naming a loopback address or localhost.
-func loopbackHost(hostport string) bool {
+// hostOf is a Host header's host, lowercase, without its port and a
+// final dot.
+func hostOf(hostport string) string {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+	return strings.TrimSuffix(strings.ToLower(host), ".")
+}
+
+// loopbackHost: a host that is a loopback address or localhost (another
+// name under .localhost is another preview's, or nobody's).
+func loopbackHost(host string) bool {
+	if host == "localhost" {
 		return true
 	}
 	ip := net.ParseIP(strings.Trim(host, "[]"))

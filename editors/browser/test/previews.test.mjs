@@ -53,13 +53,13 @@ const previewFrame = (origin) => page.frames().find((f) => f !== page.mainFrame(
 
 test("the page's CSP frames loopback origins only, and is never framed", async () => {
   const csp = readFileSync(join(here, "../dist/csp"), "utf8");
-  assert.match(csp, /frame-src http:\/\/127\.0\.0\.1:\* http:\/\/localhost:\*;/);
+  assert.match(csp, /frame-src http:\/\/127\.0\.0\.1:\* http:\/\/localhost:\* http:\/\/\*\.localhost:\*;/);
   assert.match(csp, /frame-ancestors 'none'/);
   const res = await fetch(d.url);
   const served = res.headers.get("content-security-policy");
   assert.equal(served, csp.trim(), "the daemon sends the built policy");
   const frameSrc = served.split(";").map((s) => s.trim()).find((s) => s.startsWith("frame-src"));
-  assert.deepEqual(frameSrc.split(/\s+/).slice(1), ["http://127.0.0.1:*", "http://localhost:*"]);
+  assert.deepEqual(frameSrc.split(/\s+/).slice(1), ["http://127.0.0.1:*", "http://localhost:*", "http://*.localhost:*"]);
 });
 
 test("a server started in a kernel: the offer, then Preview shows its page in a pane of its own origin", async () => {
@@ -82,9 +82,12 @@ test("a server started in a kernel: the offer, then Preview shows its page in a 
   assert.equal(previews.length, 1, JSON.stringify(previews));
   const p = previews[0];
   assert.equal(p.port, 8000);
-  const url = new URL(p.url);
-  assert.equal(await frame.getAttribute("src"), p.url);
-  assert.match(url.hostname, /^(127\.0\.0\.1|localhost)$/, "an origin the page's frame-src allows");
+  // The page opens the preview at its own name (a site of its own), which
+  // the browser resolves to the loopback.
+  const url = new URL(p.browserUrl);
+  assert.equal(await frame.getAttribute("src"), p.browserUrl);
+  assert.equal(url.hostname, `${p.previewId}.localhost`, "a name of its own, which the page's frame-src allows");
+  assert.equal(url.port, new URL(p.url).port, "the same server as the loopback URL");
   assert.notEqual(url.origin, d.origin, "a preview has an origin of its own, never the IDE's");
   // The server's page, its script run, in the frame.
   const f = await waitFor(() => previewFrame(url.origin), { what: "the preview's frame" });
@@ -134,7 +137,7 @@ test("Stop preview: unexposePort, the pane closes, the port stays listed as list
   await portRow(8000).locator(".port-preview").click();
   await page.locator('.docs .tab[data-tab="preview:8000"]').waitFor();
   const p = (await request("workspace/previews", { workspaceId: wid })).previews[0];
-  const f = await waitFor(() => previewFrame(new URL(p.url).origin), { what: "the frame again" });
+  const f = await waitFor(() => previewFrame(new URL(p.browserUrl).origin), { what: "the frame again" });
   await f.waitForSelector("h1[data-js=ran]", { timeout: 30_000 });
   await shot("previews-panel");
   await portRow(8000).locator(".port-stop").click();
@@ -166,7 +169,7 @@ test("a reload brings the open preview pane back, showing the server's page", as
   await page.reload();
   await ready();
   await page.locator('.docs .tab[data-tab="preview:8002"]').waitFor();
-  const f = await waitFor(() => previewFrame(new URL(p.url).origin), { what: "the frame after the reload" });
+  const f = await waitFor(() => previewFrame(new URL(p.browserUrl).origin), { what: "the frame after the reload" });
   await f.waitForSelector("h1[data-js=ran]", { timeout: 30_000 });
   assert.equal(await portRow(8002).locator(".port-state").innerText(), "previewed");
   assert.equal((await request("workspace/previews", { workspaceId: await workspaceId() })).previews.length, 1, "the same preview, none added");

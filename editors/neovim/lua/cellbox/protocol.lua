@@ -1052,8 +1052,9 @@ M.enums = {
 ---@class cellbox.Preview
 ---@field previewId string
 ---@field port integer port is the port inside the sandbox.
----@field url string url is where a browser opens it: a loopback origin of its own (never the IDE's), with the preview's token in the query; the first request with it sets a cookie for that origin only.
+---@field url string url is where it is reached from the host: a loopback origin of its own (never the IDE's), with the preview's token in the query; the first request with it sets a cookie for that origin only.
 ---@field workspaceId? string workspaceId is the workspace the server runs in. Extension.
+---@field browserUrl? string browserUrl is where a browser opens it: the same server at a name of its own under .localhost (http://pv-ID.localhost:PORT/), which browsers resolve to the loopback themselves, with a token of its own. A site of its own: its cookies are shared with no other preview and nothing else served on the loopback. Programs, whose resolvers do not know such names, use URL. Extension.
 
 --- PreviewIDParams name one preview (`workspace/unexposePort`).
 ---@class cellbox.PreviewIDParams
