@@ -3,7 +3,10 @@
 // available." with "Open in Browser" and "Preview in Editor"; the first exposes the port and
 // opens its URL through vscode.env.asExternalUri and openExternal (the preview server answers a
 // loopback or localhost Host only: a remote window needs the port forwarded to localhost), the
-// second in the Simple Browser (simpleBrowser.show). The commands
+// second in the Simple Browser (simpleBrowser.show). A local desktop window opens a preview at
+// its own name (browserUrl, http://pv-ID.localhost:PORT/: a site of its own, whose cookies no
+// other preview and no other loopback service shares); a remote or web window opens its loopback
+// url, which asExternalUri forwards (a port forward reaches an address, not a name). The commands
 // cellbox.previewPort (asks for a port), cellbox.openPreview and cellbox.stopPreview. The
 // bookkeeping of the ports and offers is previews.ts's.
 import * as vscode from "vscode";
@@ -18,13 +21,20 @@ export const PREVIEW_IN_EDITOR = "Preview in Editor";
 /** The actions of a port's offer, in order. */
 export const OFFER_ACTIONS = [OPEN_IN_BROWSER, PREVIEW_IN_EDITOR];
 
+/** Where this window opens a preview: its own name in a local desktop window, else its loopback url. */
+export function previewURL(p: Preview): string {
+  const local = vscode.env.remoteName === undefined && vscode.env.uiKind !== vscode.UIKind.Web;
+  return (local && p.browserUrl) || p.url;
+}
+
 /** Opens a preview's URL: in the system's browser (through asExternalUri), or in the Simple Browser. */
 export async function openPreview(p: Preview, where: "browser" | "editor"): Promise<void> {
+  const url = previewURL(p);
   if (where === "editor") {
-    await vscode.commands.executeCommand("simpleBrowser.show", p.url);
+    await vscode.commands.executeCommand("simpleBrowser.show", url);
     return;
   }
-  const uri = await vscode.env.asExternalUri(vscode.Uri.parse(p.url));
+  const uri = await vscode.env.asExternalUri(vscode.Uri.parse(url));
   await vscode.env.openExternal(uri);
 }
 
@@ -53,7 +63,7 @@ async function pickPreview(s: Session, title: string): Promise<Preview | undefin
   }
   if (list.length === 1) return list[0];
   const pick = await vscode.window.showQuickPick(
-    list.map((p) => ({ label: `Port ${p.port}`, description: new URL(p.url).origin, preview: p })),
+    list.map((p) => ({ label: `Port ${p.port}`, description: new URL(previewURL(p)).origin, preview: p })),
     { title },
   );
   return pick?.preview;
@@ -85,7 +95,7 @@ export async function previewPortCommand(s: Session, port?: number, where?: "bro
     return undefined;
   }
   if (!where) {
-    const pick = await vscode.window.showInformationMessage(`cellbox: port ${port} of the sandbox is previewed at ${new URL(preview.url).origin}.`, ...OFFER_ACTIONS);
+    const pick = await vscode.window.showInformationMessage(`cellbox: port ${port} of the sandbox is previewed at ${new URL(previewURL(preview)).origin}.`, ...OFFER_ACTIONS);
     where = pick === OPEN_IN_BROWSER ? "browser" : pick === PREVIEW_IN_EDITOR ? "editor" : undefined;
   }
   if (where) await openPreview(preview, where);

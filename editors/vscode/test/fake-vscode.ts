@@ -292,8 +292,15 @@ export const clipboard: string[] = [];
 /** What openExternal opened, and what asExternalUri was asked for, as strings. */
 export const openedExternal: string[] = [];
 export const externalUris: string[] = [];
+export enum UIKind {
+  Desktop = 1,
+  Web = 2,
+}
 export const env = {
   clipboard: { writeText: (t: string) => (clipboard.push(t), Promise.resolve()) },
+  /** A local desktop window; a test sets remoteName to act as a remote one. */
+  remoteName: undefined as string | undefined,
+  uiKind: UIKind.Desktop,
   /** As a local window: the same URI (a remote one would tunnel a localhost URL). */
   asExternalUri: (u: Uri) => (externalUris.push(u.toString()), Promise.resolve(u)),
   openExternal: (u: Uri) => (openedExternal.push(u.toString()), Promise.resolve(true)),

@@ -104,8 +104,13 @@ test("a server in a kernel is offered; Open in Browser exposes it and opens its 
   const [preview] = await s.previews.list(ws);
   assert.equal(preview.port, 8000);
   assert.match(preview.url, /^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):\d+\/\?cellbox-preview=/);
-  assert.deepEqual(fake.externalUris, [preview.url]);
-  assert.deepEqual(fake.openedExternal, [preview.url]);
+  // A local window opens the preview at its own name (a site of its own).
+  const named = new URL(preview.browserUrl!);
+  assert.equal(named.hostname, `${preview.previewId}.localhost`);
+  assert.equal(named.port, new URL(preview.url).port);
+  assert.deepEqual(fake.externalUris, [preview.browserUrl]);
+  assert.deepEqual(fake.openedExternal, [preview.browserUrl]);
+  // The same server at the loopback address (node resolves no .localhost name).
   const res = await get(preview.url);
   assert.equal(res.status, 200, res.text);
   assert.match(res.text, /hello from the sandbox/);
@@ -118,7 +123,7 @@ test("Preview in Editor opens the Simple Browser; a dismissed port is not offere
   await until(() => simple.length > 0, 30000, "simpleBrowser.show");
   const ws = s.workspace!.workspaceId;
   const p8001 = (await s.previews.list(ws)).find((p) => p.port === 8001)!;
-  assert.deepEqual(simple, [p8001.url]);
+  assert.deepEqual(simple, [p8001.browserUrl]);
   await serve(8002);
   await until(() => offers.some(([m]) => m.includes("port 8002")), 30000, "the offer of 8002");
   await s.previews.lastOffers;
@@ -152,7 +157,16 @@ test("cellbox.previewPort exposes a typed port (the same preview again); cellbox
   assert.equal(asked.validateInput("x"), "a port: 1 to 65535");
   assert.equal(p?.previewId, before[0].previewId, "the same preview");
   assert.equal(fake.openedExternal.length, opened + 1);
-  assert.equal(fake.openedExternal.at(-1), before[0].url);
+  assert.equal(fake.openedExternal.at(-1), before[0].browserUrl);
+  // A remote window opens the loopback url, which asExternalUri forwards.
+  fake.env.remoteName = "ssh-remote";
+  try {
+    await previewPortCommand(s, 8000, "browser");
+    assert.equal(fake.externalUris.at(-1), before[0].url);
+    assert.equal(fake.openedExternal.at(-1), before[0].url);
+  } finally {
+    fake.env.remoteName = undefined;
+  }
 
   // Nothing listens on 8009 yet: it is previewed anyway (502 until a server does).
   const later = await previewPortCommand(s, 8009, "browser");
