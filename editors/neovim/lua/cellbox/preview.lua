@@ -2,11 +2,14 @@
 -- TCP ports servers listen on in the sandbox (`workspace/ports`, whenever that set changes); a
 -- port that starts listening is announced with vim.notify (config.previews = "notify", the
 -- default: nothing is exposed until :CellboxPreview), or exposed at once (`workspace/exposePort`:
--- a loopback URL of its own, with its own token) and its URL shown ("auto": every port, up to the
+-- a loopback origin of its own, with its own token) and its URL shown ("auto": every port, up to the
 -- daemon's limit of previews per workspace), or offered with vim.ui.select ("ask"), or left alone
 -- (false). :CellboxPreview[!] [port] exposes a port and shows its URL (! opens it in the
 -- browser; no port: one of the listening ports, picked), :CellboxPreviews lists the ports and
--- previews, :CellboxUnpreview[!] [port] ends a preview (! every one).
+-- previews, :CellboxUnpreview[!] [port] ends a preview (! every one). The URL shown and opened is
+-- the preview's browserUrl (http://pv-ID.localhost:PORT/: a name of its own, which browsers resolve
+-- to the loopback, a site whose cookies no other preview or loopback service shares), else its url
+-- (curl resolves such names too; other programs take the loopback url of M.list).
 local proto = require("cellbox.protocol")
 local session = require("cellbox.session")
 
@@ -37,9 +40,14 @@ function M.ports(workspace_id)
   return vim.deepcopy(wstate(workspace_id).ports)
 end
 
---- "port 8000 of the sandbox: http://127.0.0.1:41234/?cellbox-preview=..."
+--- Where a browser opens a preview: its own name when the daemon gives one, else its url.
+function M.url(p)
+  return (p.browserUrl ~= nil and p.browserUrl ~= vim.NIL and p.browserUrl ~= "") and p.browserUrl or p.url
+end
+
+--- "port 8000 of the sandbox: http://pv-1c2d3e4f5a6b.localhost:41234/?cellbox-preview=..."
 function M.message(p)
-  return string.format("port %d of the sandbox: %s", p.port, p.url)
+  return string.format("port %d of the sandbox: %s", p.port, M.url(p))
 end
 
 --- Opens url in the browser: config.browser (a function, or a command list the URL is appended
@@ -112,7 +120,7 @@ local function expose_and_show(workspace_id, port, open, auto)
       s.full = false
       notify(M.message(p) .. (open and "" or " (:CellboxPreview! " .. port .. " opens it)"))
       if open then
-        M.open_url(p.url)
+        M.open_url(M.url(p))
       end
     end)
   end)
@@ -194,7 +202,7 @@ local function expose_sync(workspace_id, port, open)
   wstate(workspace_id).full = false
   notify(M.message(p))
   if open then
-    M.open_url(p.url)
+    M.open_url(M.url(p))
   end
   return p
 end
@@ -224,7 +232,7 @@ function M.preview(port, open)
       prompt = "cellbox: preview port",
       kind = "cellbox.preview",
       format_item = function(l)
-        return have[l] and string.format("port %d  %s", l, have[l].url) or string.format("port %d", l)
+        return have[l] and string.format("port %d  %s", l, M.url(have[l])) or string.format("port %d", l)
       end,
     }, function(l)
       if l then
@@ -267,7 +275,7 @@ function M.lines(workspace_id)
   for _, port in ipairs(ports) do
     local p = by_port[port]
     if p then
-      table.insert(lines, string.format("%5d  %s%s", port, p.url, listening[port] and "" or "  (not listening)"))
+      table.insert(lines, string.format("%5d  %s%s", port, M.url(p), listening[port] and "" or "  (not listening)"))
     else
       table.insert(lines, string.format("%5d  listening, not previewed", port))
     end
@@ -346,7 +354,7 @@ function M.unpreview(port, all)
     prompt = "cellbox: stop the preview of",
     kind = "cellbox.preview",
     format_item = function(p)
-      return string.format("port %d  %s", p.port, p.url)
+      return string.format("port %d  %s", p.port, M.url(p))
     end,
   }, function(p)
     if p then
