@@ -19,9 +19,10 @@ type ExposePortInput struct {
 
 // ExposePortOutput is the output of expose_port.
 type ExposePortOutput struct {
-	URL       string `json:"url" jsonschema:"where the human opens it in a browser (its own origin, with its token)"`
-	PreviewID string `json:"previewId"`
-	Port      int    `json:"port"`
+	URL        string `json:"url" jsonschema:"the preview at its loopback address, with its token: what programs on this machine open (curl, python, node)"`
+	BrowserURL string `json:"browserUrl,omitempty" jsonschema:"where the human opens it in a browser: the same server at a name of its own under .localhost (a site of its own), with its own token"`
+	PreviewID  string `json:"previewId"`
+	Port       int    `json:"port"`
 }
 
 // ExportAppInput is the input of export_app.
@@ -45,7 +46,7 @@ type ExportAppOutput struct {
 func (s *Server) addAppTools(srv *sdk.Server) {
 	no := false
 	sdk.AddTool(srv, &sdk.Tool{Name: "expose_port", Title: "Preview a server",
-		Description: "Make a server listening on a port in the sandbox reachable from the human's browser; returns its preview URL (a loopback origin of its own, with its own token). Exposing a port again returns the same preview; nothing needs to listen yet.",
+		Description: "Make a server listening on a port in the sandbox reachable from the host: url for programs (a loopback origin of its own, with its token), browserUrl for the human's browser. Exposing a port again returns the same preview; nothing needs to listen yet.",
 		Annotations: &sdk.ToolAnnotations{Title: "Preview a server", DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
 		withSession(s, (*session).exposePort))
 	sdk.AddTool(srv, &sdk.Tool{Name: "export_app", Title: "Export the app",
@@ -66,7 +67,7 @@ func (s *session) exposePort(ctx context.Context, _ *sdk.CallToolRequest, in Exp
 	if err := c.Call(ctx, protocol.MethodWorkspaceExposePort, protocol.WorkspaceExposePortParams{WorkspaceID: ws.WorkspaceID, Port: in.Port}, &pv); err != nil {
 		return nil, ExposePortOutput{}, fmt.Errorf("expose port %d: %w", in.Port, err)
 	}
-	out := ExposePortOutput{URL: pv.URL, PreviewID: pv.PreviewID, Port: pv.Port}
+	out := ExposePortOutput{URL: pv.URL, BrowserURL: pv.BrowserURL, PreviewID: pv.PreviewID, Port: pv.Port}
 	res, err := textResult(out)
 	return res, out, err
 }

@@ -314,7 +314,7 @@ func appsText(apps bool) string {
 		return ""
 	}
 	return `
-Apps: a server you start in the sandbox (e.g. from run, in a background thread or with subprocess.Popen, listening on 127.0.0.1 or 0.0.0.0) is reachable by nobody until expose_port {port} gives the human a preview URL (its own origin, with its own token); give them that URL. export_app {name} writes the workspace as a runnable bundle (the app, requirements.txt or package.json, a Dockerfile, compose.yaml, a README; format "oci" adds an OCI image) into the human's exports directory, under that name; tell them its path.`
+Apps: a server you start in the sandbox (e.g. from run, in a background thread or with subprocess.Popen, listening on 127.0.0.1 or 0.0.0.0) is reachable by nobody until expose_port {port} gives a preview: browserUrl for the human (its own origin, with its own token; give them that URL), url for your own programs (curl, python) to check it. export_app {name} writes the workspace as a runnable bundle (the app, requirements.txt or package.json, a Dockerfile, compose.yaml, a README; format "oci" adds an OCI image) into the human's exports directory, under that name; tell them its path.`
 }
 
 // asProtocolError is the daemon's answer in err, if it is one.

@@ -361,6 +361,10 @@ test(`cellbox mcp's apps toolset over ${transportKind}`, { timeout: 600_000 }, a
     const { out } = await ok(client, "expose_port", { port: 8010 });
     assert.equal(out.port, 8010);
     assert.match(out.url, /^http:\/\/127\.0\.0\.1:\d+\/\?cellbox-preview=/);
+    const named = new URL(out.browserUrl);
+    assert.equal(named.hostname, `${out.previewId}.localhost`, "the human's URL: a name of its own");
+    assert.equal(named.port, new URL(out.url).port, "the same server");
+    assert.notEqual(named.searchParams.get("cellbox-preview"), new URL(out.url).searchParams.get("cellbox-preview"), "a token of its own");
     const resp = await fetch(out.url);
     assert.equal(resp.status, 200);
     assert.equal(await resp.text(), "hello from the agent app");
