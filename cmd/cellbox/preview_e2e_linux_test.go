@@ -113,6 +113,27 @@ func testPreviewE2E(t *testing.T, asUser bool) {
 	if code, _ := httpGet(t, &http.Client{Timeout: 20 * time.Second}, base+"page"); code != http.StatusUnauthorized {
 		t.Fatalf("without the token or the cookie: %d", code)
 	}
+	// The browser's URL: the same server at the preview's own name (Go
+	// resolves no .localhost name: the request goes to the address with
+	// the name as Host, as a browser's does).
+	lu, _ := url.Parse(pv.URL)
+	bu, err := url.Parse(pv.BrowserURL)
+	if err != nil || bu.Hostname() != pv.PreviewID+".localhost" || bu.Port() != lu.Port() {
+		t.Fatalf("browserUrl %q (url %q)", pv.BrowserURL, pv.URL)
+	}
+	atAddr := *bu
+	atAddr.Host = lu.Host
+	req, _ := http.NewRequest(http.MethodGet, atAddr.String(), nil)
+	req.Host = bu.Host
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "hello from the sandbox /" {
+			t.Fatalf("at the preview's own name: %d %q", resp.StatusCode, b)
+		}
+	}
 
 	// A websocket through the preview.
 	wu, _ := url.Parse(pv.URL)
