@@ -83,7 +83,8 @@ func TestInitializeBadParams(t *testing.T) {
 		params string
 		want   string
 	}{
-		{`{"protocolVersion":"one"}`, `"protocolVersion" must be a number`},
+		{`{"protocolVersion":"one"}`, `"protocolVersion" must be an integer`},
+		{`{"protocolVersion":1.5}`, `"protocolVersion" must be an integer, got number 1.5`},
 		{`{}`, `"protocolVersion" is required`},
 		{`{"protocolVersion":2}`, `speaks protocol version 1`},
 		{`[1]`, `must be a JSON object`},

@@ -135,7 +135,9 @@ func missingField(method, field string) *protocol.Error {
 
 func jsonKind(goKind string) string {
 	switch {
-	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goKind, "float"):
 		return "a number"
 	case goKind == "string":
 		return "a string"

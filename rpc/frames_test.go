@@ -38,7 +38,7 @@ func TestBadFrames(t *testing.T) {
 		{"empty batch", frame(`[]`), protocol.CodeInvalidRequest, "null", ""},
 		{"oversized", frame(`{"jsonrpc":"2.0","id":8,"method":"daemon/stats","params":{"x":"` + strings.Repeat("y", 5000) + `"}}`), protocol.CodeInvalidRequest, "null", "exceeds the limit of 4096 bytes"},
 		{"params array", frame(`{"jsonrpc":"2.0","id":9,"method":"daemon/stats","params":[1]}`), protocol.CodeInvalidParams, "9", "JSON object"},
-		{"wrong param type", frame(`{"jsonrpc":"2.0","id":10,"method":"cellboxTest/sleep","params":{"ms":"long"}}`), protocol.CodeInvalidParams, "10", `field "ms" must be a number`},
+		{"wrong param type", frame(`{"jsonrpc":"2.0","id":10,"method":"cellboxTest/sleep","params":{"ms":"long"}}`), protocol.CodeInvalidParams, "10", `field "ms" must be an integer`},
 		{"unknown method", frame(`{"jsonrpc":"2.0","id":11,"method":"nope/nope"}`), protocol.CodeMethodNotFound, "11", `"nope/nope"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

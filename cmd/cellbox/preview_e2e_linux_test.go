@@ -167,7 +167,8 @@ func testPreviewE2E(t *testing.T, asUser bool) {
 		code   protocol.ErrorCode
 		says   string
 	}{
-		{protocol.WorkspaceExposePortParams{WorkspaceID: ws}, protocol.CodeInvalidParams, "port"},
+		{protocol.WorkspaceExposePortParams{WorkspaceID: ws}, protocol.CodeInvalidParams, "port 0 is not a TCP port"},
+		{map[string]any{"workspaceId": ws, "port": 1.5}, protocol.CodeInvalidParams, `"port" must be an integer, got number 1.5`},
 		{protocol.WorkspaceExposePortParams{WorkspaceID: ws, Port: 70000}, protocol.CodeInvalidParams, "not a TCP port"},
 		{protocol.WorkspaceExposePortParams{WorkspaceID: ws, Port: -1}, protocol.CodeInvalidParams, "not a TCP port"},
 		{protocol.WorkspaceExposePortParams{WorkspaceID: ws, Port: 3128}, protocol.CodeInvalidParams, "the daemon's"},
