@@ -190,6 +190,10 @@ func runReview(ctx context.Context, cmd string, args []string, stdout, stderr io
 		return usageErr("name the PATHs to discard, or give --all to discard every change")
 	case cmd == "diff" && cfg.color != "auto" && cfg.color != "always" && cfg.color != "never":
 		return usageErr("--color %q: want auto, always or never", cfg.color)
+	case cmd == "export" && cfg.format != string(protocol.ExportDir) && cfg.format != string(protocol.ExportOCI):
+		return usageErr("--format %q: want dir or oci", cfg.format)
+	case cmd == "export" && (cfg.port < 0 || cfg.port > 65535):
+		return usageErr("--port %d: want a TCP port, 1 to 65535", cfg.port)
 	}
 	log, err := newLogger(stderr, cfg.logLevel, "text")
 	if err != nil {

@@ -108,7 +108,7 @@ func Readme(b Bundle) []byte {
 		fmt.Fprintf(&s, "in `%s/requirements.txt`", AppDir)
 	}
 	fmt.Fprintf(&s, ", a `Dockerfile` (on `%s`) and a `compose.yaml`.\n", b.BaseImage)
-	fmt.Fprintf(&s, "It runs with:\n\n```sh\n%s\n```\n\n", cmd)
+	fmt.Fprintf(&s, "It runs, in `%s/`, with:\n\n```sh\n%s\n```\n\n", AppDir, cmd)
 	url := ""
 	if b.App.Port > 0 {
 		url = fmt.Sprintf("http://localhost:%d/", b.App.Port)
