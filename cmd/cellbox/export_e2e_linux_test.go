@@ -506,8 +506,12 @@ func TestExportBundleCLI(t *testing.T) {
 		t.Fatalf("cellbox export to a non-empty DEST: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = d.cellbox(t, here, "export", "--workspace", project, "--format", "zip", "out2")
-	if r.code != 1 || !strings.Contains(r.stderr, `"format" must be "dir" or "oci"`) {
+	if r.code != 2 || !strings.Contains(r.stderr, `--format "zip": want dir or oci`) {
 		t.Fatalf("cellbox export --format zip: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = d.cellbox(t, here, "export", "--workspace", project, "--port", "70000", "out2")
+	if r.code != 2 || !strings.Contains(r.stderr, "--port 70000: want a TCP port") {
+		t.Fatalf("cellbox export --port 70000: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = d.cellbox(t, project, "export", "bundle")
 	if r.code != 1 || !strings.Contains(r.stderr, "inside the workspace's project") {
