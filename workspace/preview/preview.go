@@ -217,11 +217,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.unauthorized(w)
 			return
 		}
-		// Two cookies: a SameSite=Strict one for a preview opened in a tab
-		// or framed by a page of the same site (the browser IDE), and one
-		// that a page framed by another site carries (an editor's
-		// webview): SameSite=None needs Secure, which browsers accept from
-		// loopback origins over http. Neither is taken from another origin
+		// Two cookies, for the host asked: a SameSite=Strict one for a
+		// preview opened in a tab (or framed by a page of the same site),
+		// and one that a page framed by another site carries (the browser
+		// IDE's pane at a preview's name, an editor's webview):
+		// SameSite=None needs Secure, which browsers accept from loopback
+		// origins over http, and Partitioned keeps it where third-party
+		// cookies are blocked. Neither is taken from another origin
 		// (cookieOK).
 		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		http.SetCookie(w, &http.Cookie{Name: s.cookie + embedSuffix, Value: token, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteNoneMode, Partitioned: true})
