@@ -387,7 +387,7 @@ test("Jupyter kernels in the picker: R's output, plot and error on IRkernel, and
   const done = (cell) => waitFor(async () => (await cell.getAttribute("data-status")) !== null, { what: "the cell's response", timeoutMs: 60_000 });
   const cat = await runCell("cat(1+1)", { newCell: false });
   await done(cat);
-  assert.equal(await cat.getAttribute("data-status"), "ok");
+  assert.equal(await cat.getAttribute("data-status"), "ok", `cat(1+1) on IRkernel: ${await cat.innerText()}; status: ${await page.locator(".kernel-status").innerText()}; daemon: ${d.stderr().slice(-3000)}`);
   assert.equal((await cellOut(cat).innerText()).trim(), "2");
   assert.equal(await cat.locator(".prompt").innerText(), "[1]:");
 
