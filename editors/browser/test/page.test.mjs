@@ -39,12 +39,27 @@ const shot = (name) => page.screenshot({ path: join(artifacts, `${name}.png`) })
 const lastCell = () => page.locator(".cell").last();
 const cellOut = (cell) => cell.locator(".outputs");
 
+/**
+ * Puts code in a cell's editor as a person does (select all, then the text), and checks that it
+ * took. A DOM fill sets the browser's selection behind CodeMirror's back, and CodeMirror's own
+ * redraw (its highlighter, after the notebook's language changed) can put its selection back
+ * first: the text then went in before the old one.
+ */
+async function setSource(cell, code) {
+  const content = cell.locator(".cm-content");
+  await content.click();
+  await page.keyboard.press("Control+a");
+  await page.keyboard.insertText(code);
+  const got = await content.evaluate((el) => [...el.querySelectorAll(".cm-line")].map((l) => l.textContent).join("\n"));
+  assert.equal(got, code, "the cell's editor holds the code put in");
+}
+
 async function runCell(code, { newCell = true } = {}) {
   // The notebook's tab in front (a diff or a file may have opened in a tab over it).
   await page.locator('.docs .tab[data-tab="nb:Untitled.ipynb"]').click();
   if (newCell) await page.click("button.add-cell");
   const cell = lastCell();
-  await cell.locator(".cm-content").fill(code);
+  await setSource(cell, code);
   await cell.locator("button.run").click();
   return cell;
 }
@@ -202,9 +217,9 @@ test("run all, interrupt, restart, and another language for the notebook", async
   await page.click("dialog.confirm .confirm-ok");
   await waitFor(async () => (await page.locator(".kernel-status").getAttribute("data-state")) === "idle", { what: "idle after restart" });
   await page.evaluate(() => document.querySelectorAll(".cell").forEach((c, i) => i > 0 && c.querySelector("button.delete").click()));
-  await page.locator(".cell .cm-content").first().fill("y = 1\nprint('first', y)");
+  await setSource(page.locator(".cell").first(), "y = 1\nprint('first', y)");
   await page.click("button.add-cell");
-  await lastCell().locator(".cm-content").fill("print('second', y + 1)");
+  await setSource(lastCell(), "print('second', y + 1)");
   await page.click("button.run-all");
   const cells = page.locator(".cell");
   await waitFor(async () => (await cells.nth(1).locator(".outputs").innerText()).includes("second 2"), { what: "run all" });
@@ -221,7 +236,7 @@ test("run all, interrupt, restart, and another language for the notebook", async
     await other.locator("select.language").selectOption("bash");
     await waitFor(async () => /^bash: idle/.test(await other.locator(".kernel-status").innerText()), { what: "bash kernel" });
     const sh = other.locator(".cell").last();
-    await sh.locator(".cm-content").fill("echo $((20+22)); cat made_by_cell.txt");
+    await setSource(sh, "echo $((20+22)); cat made_by_cell.txt");
     await sh.locator("button.run").click();
     await waitFor(async () => /42\s+written in the sandbox/.test(await cellOut(sh).innerText()), { what: "bash output" });
     await waitFor(async () => (await sh.locator(".prompt").innerText()) !== "[*]:", { what: "the bash cell's response" });
