@@ -13,9 +13,6 @@ func (c *conn) WorkspaceExposePort(_ context.Context, p *protocol.WorkspaceExpos
 	if p.WorkspaceID == "" {
 		return nil, missingField(protocol.MethodWorkspaceExposePort, "workspaceId")
 	}
-	if p.Port < 1 || p.Port > 65535 {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for workspace/exposePort: port %d is not a TCP port (1 to 65535)", p.Port)
-	}
 	if p.Protocol != "" && p.Protocol != protocol.PreviewHTTP {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for workspace/exposePort: protocol %q: only \"http\" (websockets included) is served", p.Protocol)
 	}
